@@ -1,0 +1,49 @@
+"""Shared fixtures: a private cache, a tiny room bank, and small corpora in SLURP's layout."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Tests never touch the user's ~/.cache/pasu; a small room bank keeps synthesis fast."""
+    cache = tmp_path_factory.getbasetemp() / "pasu-cache"
+    monkeypatch.setenv("PASU_CACHE", str(cache))
+    monkeypatch.setenv("PASU_ROOM_BANK_SIZE", "3")
+
+
+def slurp_record(
+    slurp_id: int, sentence: str, scenario: str, action: str, files: list[str]
+) -> dict:
+    return {
+        "slurp_id": slurp_id,
+        "sentence": sentence,
+        "intent": f"{scenario}_{action}",
+        "scenario": scenario,
+        "action": action,
+        "entities": [],
+        "recordings": [{"file": f, "wer": 0.0, "ent_wer": 0.0, "status": "correct"} for f in files],
+    }
+
+
+@pytest.fixture
+def real_layout_corpus(tmp_path: Path) -> Path:
+    """A two-sentence corpus laid out like the real SLURP download (audio in slurp_real/)."""
+    audio = tmp_path / "slurp_real"
+    audio.mkdir()
+    records = [
+        slurp_record(
+            1, "wake me up at eight am", "alarm", "set", ["audio-1-headset.flac", "audio-1.flac"]
+        ),
+        slurp_record(2, "what's the weather like", "weather", "query", ["audio-2-headset.flac"]),
+    ]
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    tone = 0.1 * np.sin(np.linspace(0, 2000, 16000)).astype(np.float32)
+    for record in records:
+        for rec in record["recordings"]:
+            sf.write(audio / rec["file"], tone, 16000)
+    return tmp_path
