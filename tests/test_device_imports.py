@@ -1,0 +1,13 @@
+import subprocess
+import sys
+
+DEVICE_MODULES = ["device", "device.audio", "device.frontend", "models.tokenizer", "models.text"]
+
+
+def test_device_runtime_never_imports_torch():
+    code = (
+        f"import sys; import {', '.join(DEVICE_MODULES)}; "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr or "torch was imported by the device runtime"
