@@ -68,6 +68,29 @@ def cmd_data_voices(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from models.train import TrainConfig, default_run_dir, train
+
+    config = TrainConfig(
+        data_dir=str(Path(args.data).expanduser() if args.data else slurp_tts_dir()),
+        model_size=args.size,
+        seed=args.seed,
+        max_epochs=args.epochs,
+        max_hours=args.max_hours,
+        max_steps=args.max_steps,
+        limit=args.limit,
+        threads=args.threads,
+    )
+    run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
+    state = train(config, run_dir, progress=not args.quiet)
+    last = state["history"][-1] if state["history"] else {}
+    print(
+        f"run {run_dir}: epoch {state['epoch']}, step {state['step']}, "
+        f"{state['train_seconds'] / 3600:.2f} h trained; last validation: {last}"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pasu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +119,22 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument("--all", action="store_true", help="also list every train voice")
     voices.add_argument("--json", action="store_true")
     voices.set_defaults(handler=cmd_data_voices)
+
+    train = commands.add_parser(
+        "train", help="train the device model on SLURP-TTS (resumes a stopped run)"
+    )
+    train.add_argument("--data", help=f"SLURP-format corpus (default {slurp_tts_dir()})")
+    train.add_argument("--run", default="base", help="run name under ~/.cache/pasu/runs")
+    train.add_argument("--run-dir", help="run directory (overrides --run)")
+    train.add_argument("--size", default="base", choices=("base", "small", "tiny"))
+    train.add_argument("--epochs", type=_positive_int, default=30)
+    train.add_argument("--max-hours", type=float, default=8.0, help="training-time budget")
+    train.add_argument("--max-steps", type=_positive_int)
+    train.add_argument("--limit", type=_positive_int, help="only the first N recordings")
+    train.add_argument("--threads", type=_positive_int, default=2)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--quiet", action="store_true")
+    train.set_defaults(handler=cmd_train)
     return parser
 
 

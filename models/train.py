@@ -1,0 +1,355 @@
+"""Training the device model on SLURP-TTS train: hybrid CTC/attention loss with SpecAugment.
+
+A run lives in one directory (`~/.cache/pasu/runs/<name>` by default): tokenizer, CMVN, config,
+`train.log`, `checkpoint.pt` (written atomically every few minutes) and `best.pt`. Batches of
+an epoch are a pure function of (seed, epoch), and the checkpoint holds the model, optimizer,
+scheduler, every random generator and the position inside the epoch, so an interrupted run
+carries on exactly where it stopped: `pasu train` again with the same arguments.
+"""
+
+import json
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from espnet2.asr.specaug.specaug import SpecAug
+from tqdm import tqdm
+
+from device.frontend import GlobalCmvn
+from eval.metrics import wer
+from eval.slurp import load_recordings, load_sentences, unique_sentences
+from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
+from models.features import build_feature_cache, compute_cmvn, iter_cached, split_cache_dir
+from models.tokenizer import BLANK_ID, Tokenizer, train_tokenizer
+from pasu.errors import DataError
+from pasu.paths import cache_dir
+
+MODEL_SIZES = {
+    # d=256 with 640-unit FFNs: 11.8 M parameters, sized to converge in ~8 CPU-hours.
+    "base": {"d_model": 256, "ffn_units": 640, "decoder_ffn_units": 1024},
+    "small": {"d_model": 144, "attention_heads": 4, "ffn_units": 576, "decoder_ffn_units": 576},
+    "tiny": {
+        "d_model": 64,
+        "attention_heads": 2,
+        "ffn_units": 128,
+        "num_conv_blocks": 2,
+        "num_attention_blocks": 1,
+        "conv_kernel": 7,
+        "decoder_ffn_units": 128,
+    },
+}
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run; stored in `run/train_config.json`."""
+
+    data_dir: str
+    model_size: str = "base"
+    vocab_size: int = 500
+    seed: int = 0
+    max_epochs: int = 30
+    max_hours: float = 8.0
+    max_frames_per_batch: int = 12_000
+    peak_lr: float = 2e-3
+    warmup_steps: int = 1500
+    weight_decay: float = 1e-6
+    grad_clip: float = 5.0
+    checkpoint_minutes: float = 5.0
+    validation_utterances: int = 300
+    threads: int = 2
+    limit: int | None = None
+    max_steps: int | None = None
+    overrides: dict = field(default_factory=dict)
+
+
+@dataclass
+class Utterance:
+    features: np.ndarray  # float16 (frames, 80), before CMVN
+    tokens: np.ndarray  # int64
+
+
+def _log(run_dir: Path, message: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    with (run_dir / "train.log").open("a") as log:
+        log.write(f"{stamp} {message}\n")
+    tqdm.write(message)
+
+
+def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
+    """Tokenizer, features and CMVN for a run (each computed once, then reused)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer_path = run_dir / "tokenizer.model"
+    if not tokenizer_path.is_file():
+        texts = [s.text for s in unique_sentences(load_sentences("train"))]
+        train_tokenizer(texts, run_dir / "tokenizer", config.vocab_size)
+    tokenizer = Tokenizer(tokenizer_path)
+
+    data_dir = Path(config.data_dir)
+    splits = {}
+    for split in ("train", "devel"):
+        recordings = load_recordings(data_dir, split, limit=config.limit)
+        if split == "devel":
+            rng = random.Random(config.seed)
+            recordings = rng.sample(recordings, min(config.validation_utterances, len(recordings)))
+        directory = split_cache_dir(data_dir, split)
+        if split == "devel":
+            directory = directory.with_name(f"devel-sample{len(recordings)}-seed{config.seed}")
+        elif config.limit:
+            directory = directory.with_name(f"train-limit{config.limit}")
+        build_feature_cache(recordings, directory, progress=progress)
+        splits[split] = directory
+
+    cmvn_path = run_dir / "cmvn.npz"
+    if not cmvn_path.is_file():
+        compute_cmvn(iter_cached(splits["train"])).save(cmvn_path)
+    return tokenizer, GlobalCmvn.load(cmvn_path), splits
+
+
+def load_utterances(directory: Path, tokenizer: Tokenizer) -> list[Utterance]:
+    utterances = [
+        Utterance(u.features, np.array(tokenizer.encode(u.text), np.int64))
+        for u in iter_cached(directory)
+    ]
+    utterances = [u for u in utterances if len(u.tokens) and len(u.features) >= 7]
+    if not utterances:
+        raise DataError(f"no usable utterances in {directory}")
+    return utterances
+
+
+def epoch_batches(
+    lengths: Sequence[int], max_frames: int, seed: int, epoch: int
+) -> list[list[int]]:
+    """Length-bucketed batches under a frame budget, shuffled by (seed, epoch) alone."""
+    rng = np.random.default_rng([seed, epoch])
+    order = np.argsort(np.asarray(lengths) + rng.uniform(0, 30, len(lengths)), kind="stable")
+    batches, batch, longest = [], [], 0
+    for index in order:
+        longest_if_added = max(longest, lengths[index])
+        if batch and longest_if_added * (len(batch) + 1) > max_frames:
+            batches.append(batch)
+            batch, longest_if_added = [], lengths[index]
+        batch.append(int(index))
+        longest = longest_if_added
+    if batch:
+        batches.append(batch)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(utterances: Sequence[Utterance], cmvn: GlobalCmvn):
+    lengths = torch.tensor([len(u.features) for u in utterances])
+    token_lengths = torch.tensor([len(u.tokens) for u in utterances])
+    features = torch.zeros(len(utterances), int(lengths.max()), utterances[0].features.shape[1])
+    tokens = torch.full((len(utterances), int(token_lengths.max())), IGNORE_ID, dtype=torch.long)
+    for i, u in enumerate(utterances):
+        features[i, : len(u.features)] = torch.from_numpy(cmvn(u.features.astype(np.float32)))
+        tokens[i, : len(u.tokens)] = torch.from_numpy(u.tokens)
+    return features, lengths, tokens, token_lengths
+
+
+def warmup_schedule(warmup_steps: int):
+    """Linear warm-up to the peak, then inverse-square-root decay (ESPnet's WarmupLR shape)."""
+
+    def factor(step: int) -> float:
+        step = max(step, 1)
+        return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+
+    return factor
+
+
+def greedy_ctc_texts(model: LateContextModel, batch, tokenizer: Tokenizer) -> list[str]:
+    features, lengths, _, _ = batch
+    encoded, encoded_lengths = model.encode(features, lengths)
+    best = model.ctc.argmax(encoded)
+    texts = []
+    for row, n in zip(best, encoded_lengths, strict=True):
+        ids = torch.unique_consecutive(row[: int(n)]).tolist()
+        texts.append(tokenizer.decode([i for i in ids if i != BLANK_ID]))
+    return texts
+
+
+@torch.no_grad()
+def validate(model, utterances, cmvn, tokenizer, references) -> dict[str, float]:
+    model.eval()
+    losses, hypotheses = [], []
+    for start in range(0, len(utterances), 32):
+        batch = collate(utterances[start : start + 32], cmvn)
+        losses.append(float(model(*batch)["loss"]))
+        hypotheses += greedy_ctc_texts(model, batch, tokenizer)
+    model.train()
+    return {"loss": float(np.mean(losses)), "ctc_greedy_wer": wer(references, hypotheses)}
+
+
+def _rng_state() -> dict:
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def _save(path: Path, payload: dict) -> None:
+    partial = path.with_name(path.name + ".partial")
+    torch.save(payload, partial)
+    partial.replace(path)
+
+
+def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
+    """Train (or resume) a run; returns the final state summary."""
+    torch.set_num_threads(config.threads)
+    tokenizer, cmvn, splits = prepare_run(config, run_dir, progress)
+    model_config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, **{**MODEL_SIZES[config.model_size], **config.overrides}
+    )
+    (run_dir / "train_config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    (run_dir / "model_config.json").write_text(json.dumps(model_config.to_dict(), indent=2) + "\n")
+
+    torch.manual_seed(config.seed)
+    model = LateContextModel(model_config)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.peak_lr, weight_decay=config.weight_decay
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_schedule(config.warmup_steps))
+    specaug = SpecAug(
+        freq_mask_width_range=(0, 27),
+        num_freq_mask=2,
+        time_mask_width_ratio_range=(0.0, 0.05),
+        num_time_mask=2,
+    )
+    state = {
+        "epoch": 0,
+        "batch_in_epoch": 0,
+        "step": 0,
+        "train_seconds": 0.0,
+        "best_validation": float("inf"),
+        "history": [],
+    }
+    checkpoint_path = run_dir / "checkpoint.pt"
+    if checkpoint_path.is_file():
+        saved = torch.load(checkpoint_path, weights_only=False)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        _set_rng_state(saved["rng"])
+        state = saved["state"]
+        _log(
+            run_dir,
+            f"resumed at epoch {state['epoch']} batch {state['batch_in_epoch']} "
+            f"(step {state['step']}, {state['train_seconds'] / 3600:.2f} h trained)",
+        )
+
+    train_set = load_utterances(splits["train"], tokenizer)
+    devel_set = load_utterances(splits["devel"], tokenizer)
+    devel_refs = [tokenizer.decode(u.tokens.tolist()) for u in devel_set]
+    lengths = [len(u.features) for u in train_set]
+    _log(
+        run_dir,
+        f"{len(train_set)} train utterances "
+        f"({sum(lengths) / 100 / 3600:.1f} h), {len(devel_set)} validation; "
+        f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters",
+    )
+
+    def checkpoint() -> None:
+        _save(
+            checkpoint_path,
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": _rng_state(),
+                "state": state,
+                "model_config": model_config.to_dict(),
+            },
+        )
+
+    model.train()
+    last_checkpoint = time.monotonic()
+    budget_s = config.max_hours * 3600
+    while (
+        state["epoch"] < config.max_epochs
+        and state["train_seconds"] < budget_s
+        and not _step_limit_reached(config, state)
+    ):
+        batches = epoch_batches(lengths, config.max_frames_per_batch, config.seed, state["epoch"])
+        bar = tqdm(
+            total=len(batches),
+            initial=state["batch_in_epoch"],
+            disable=not progress,
+            desc=f"epoch {state['epoch']}",
+            unit="batch",
+        )
+        running = []
+        for batch_indices in batches[state["batch_in_epoch"] :]:
+            started = time.monotonic()
+            features, feature_lengths, tokens, token_lengths = collate(
+                [train_set[i] for i in batch_indices], cmvn
+            )
+            features, feature_lengths = specaug(features, feature_lengths)
+            out = model(features, feature_lengths, tokens, token_lengths)
+            optimizer.zero_grad()
+            out["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            state["step"] += 1
+            state["batch_in_epoch"] += 1
+            state["train_seconds"] += time.monotonic() - started
+            running.append({k: float(v.detach()) for k, v in out.items()})
+            bar.update()
+            bar.set_postfix(loss=f"{running[-1]['loss']:.2f}", acc=f"{running[-1]['accuracy']:.2f}")
+            if time.monotonic() - last_checkpoint > config.checkpoint_minutes * 60:
+                checkpoint()
+                last_checkpoint = time.monotonic()
+            if state["train_seconds"] >= budget_s or _step_limit_reached(config, state):
+                break
+        bar.close()
+        if state["batch_in_epoch"] < len(batches):
+            break  # time budget reached mid-epoch
+        scores = validate(model, devel_set, cmvn, tokenizer, devel_refs)
+        means = {k: float(np.mean([r[k] for r in running])) for k in running[0]} if running else {}
+        record = {
+            "epoch": state["epoch"],
+            "step": state["step"],
+            "train_hours": round(state["train_seconds"] / 3600, 3),
+            **{f"train_{k}": round(v, 4) for k, v in means.items()},
+            **{f"valid_{k}": round(v, 4) for k, v in scores.items()},
+        }
+        state["history"].append(record)
+        _log(run_dir, json.dumps(record))
+        state["epoch"] += 1
+        state["batch_in_epoch"] = 0
+        if scores["loss"] < state["best_validation"]:
+            state["best_validation"] = scores["loss"]
+            _save(
+                run_dir / "best.pt",
+                {
+                    "model": model.state_dict(),
+                    "model_config": model_config.to_dict(),
+                    "epoch": record["epoch"],
+                    "scores": scores,
+                },
+            )
+        checkpoint()
+        last_checkpoint = time.monotonic()
+    checkpoint()
+    return state
+
+
+def _step_limit_reached(config: TrainConfig, state: dict) -> bool:
+    return config.max_steps is not None and state["step"] >= config.max_steps
+
+
+def default_run_dir(name: str) -> Path:
+    return cache_dir() / "runs" / name

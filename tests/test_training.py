@@ -1,0 +1,72 @@
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+torch = pytest.importorskip("torch")
+
+from models.train import TrainConfig, epoch_batches, train  # noqa: E402
+
+from .conftest import slurp_record  # noqa: E402
+
+WORDS = ["turn on the lights", "play some jazz", "wake me up", "what time is it"]
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path):
+    """A SLURP-format corpus of tone-coded 'utterances', small enough to train on in seconds."""
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 16), ("devel", 4)):
+        lines = []
+        for i in range(count):
+            name = f"{split}-{i}-headset.flac"
+            t = np.arange(int(16000 * rng.uniform(0.8, 1.5))) / 16000
+            sf.write(audio / name, 0.2 * np.sin(2 * np.pi * (200 + 100 * (i % 4)) * t), 16000)
+            lines.append(json.dumps(slurp_record(i, WORDS[i % 4], "iot", "x", [name])) + "\n")
+        (tmp_path / f"{split}.jsonl").write_text("".join(lines))
+    return tmp_path
+
+
+def _config(corpus, **changes) -> TrainConfig:
+    settings = {
+        "model_size": "tiny",
+        "vocab_size": 60,
+        "max_epochs": 2,
+        "max_frames_per_batch": 600,
+        "warmup_steps": 5,
+        "threads": 1,
+        "validation_utterances": 4,
+    }
+    return TrainConfig(data_dir=str(corpus), **{**settings, **changes})
+
+
+def test_interrupted_run_resumes_to_the_same_weights(tiny_corpus, tmp_path):
+    straight = train(_config(tiny_corpus), tmp_path / "a", progress=False)
+    train(_config(tiny_corpus, max_steps=3), tmp_path / "b", progress=False)  # stops mid-epoch
+    resumed = train(_config(tiny_corpus), tmp_path / "b", progress=False)
+    assert resumed["step"] == straight["step"] and resumed["epoch"] == 2
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert "resumed at epoch 0 batch 3" in (tmp_path / "b" / "train.log").read_text()
+
+
+def test_a_run_leaves_what_export_needs(tiny_corpus, tmp_path):
+    state = train(_config(tiny_corpus, max_epochs=1), tmp_path / "run", progress=False)
+    run = tmp_path / "run"
+    for name in ("tokenizer.model", "cmvn.npz", "model_config.json", "checkpoint.pt", "best.pt"):
+        assert (run / name).is_file(), name
+    assert len(state["history"]) == 1
+    assert state["history"][0]["valid_ctc_greedy_wer"] >= 0.0
+
+
+def test_batches_respect_the_frame_budget_and_depend_on_the_epoch_only():
+    lengths = list(np.random.default_rng(1).integers(100, 600, 200))
+    first = epoch_batches(lengths, 3000, seed=0, epoch=0)
+    assert first == epoch_batches(lengths, 3000, seed=0, epoch=0)
+    assert first != epoch_batches(lengths, 3000, seed=0, epoch=1)
+    assert sorted(i for b in first for i in b) == list(range(200))
+    assert all(max(lengths[i] for i in b) * len(b) <= 3000 for b in first)
