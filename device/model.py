@@ -1,0 +1,87 @@
+"""A device model directory loaded into onnxruntime: the three graphs, tokenizer and CMVN."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from device.frontend import GlobalCmvn
+from models.tokenizer import Tokenizer
+from pasu.errors import ConfigError
+
+GRAPHS = ("conv_stack", "encoder_top", "decoder_step")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the runtime needs to know about a model's shapes."""
+
+    d_model: int
+    num_conv_blocks: int
+    conv_cache_frames: int
+    vocab_size: int
+
+
+class DeviceModel:
+    """Loads once per engine; sessions are shared by every stream of that engine."""
+
+    def __init__(self, model_dir: Path | str, threads: int = 1):
+        model_dir = Path(model_dir)
+        missing = [
+            n
+            for n in (*(f"{g}.onnx" for g in GRAPHS), "tokenizer.model", "cmvn.npz", "config.json")
+            if not (model_dir / n).is_file()
+        ]
+        if missing:
+            raise ConfigError(f"model directory {model_dir} lacks {', '.join(missing)}")
+        self.directory = model_dir
+        self.config = json.loads((model_dir / "config.json").read_text())
+        model = self.config["model"]
+        self.info = ModelInfo(
+            model["d_model"],
+            model["num_conv_blocks"],
+            self.config["conv_cache_frames"],
+            model["vocab_size"],
+        )
+        self.tokenizer = Tokenizer(model_dir / "tokenizer.model")
+        self.cmvn = GlobalCmvn.load(model_dir / "cmvn.npz")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._sessions = {
+            g: ort.InferenceSession(
+                str(model_dir / f"{g}.onnx"), options, providers=["CPUExecutionProvider"]
+            )
+            for g in GRAPHS
+        }
+
+    @property
+    def sos_eos_id(self) -> int:
+        return self.tokenizer.sos_eos_id
+
+    def initial_caches(self) -> np.ndarray:
+        i = self.info
+        return np.zeros((i.num_conv_blocks, 1, i.d_model, i.conv_cache_frames), np.float32)
+
+    def conv_stack(self, features: np.ndarray, caches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        frames, caches = self._sessions["conv_stack"].run(
+            None, {"features": features[None].astype(np.float32, copy=False), "caches": caches}
+        )
+        return frames[0], caches
+
+    def encoder_top(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(T, d) ingested frames → encoder output (1, T, d) and CTC log-probs (T, vocab)."""
+        encoded, ctc_log_probs = self._sessions["encoder_top"].run(
+            None, {"frames": frames[None].astype(np.float32, copy=False)}
+        )
+        return encoded, ctc_log_probs[0]
+
+    def decoder_step(self, tokens: np.ndarray, encoded: np.ndarray) -> np.ndarray:
+        """Next-token log-probs (B, vocab) for B hypotheses `tokens` (B, L) starting with sos."""
+        (log_probs,) = self._sessions["decoder_step"].run(
+            None, {"tokens": tokens.astype(np.int64, copy=False), "encoded": encoded}
+        )
+        return log_probs

@@ -1,0 +1,162 @@
+"""Export a trained device model to the three ONNX graphs the device runtime runs.
+
+- `conv_stack.onnx`: one ingestion step. `features` (1, 4m+3, 80) are the CMVN-normalised
+  frames not yet consumed and `caches` (blocks, 1, d, kernel-1) the causal-convolution state;
+  returns m new `frames` (1, m, d) and the new `caches`. Runs while the user speaks.
+- `encoder_top.onnx`: attention blocks + CTC over all ingested `frames` (1, T, d); returns
+  `encoded` (1, T, d) and `ctc_log_probs` (1, T, vocab). Runs per pilot and after the end.
+- `decoder_step.onnx`: the transformer decoder for a batch of hypotheses `tokens` (B, L)
+  (starting with `<sos>`) against one utterance's `encoded` (1, T, d); returns the next-token
+  `log_probs` (B, vocab). No self-attention cache: at command lengths (L ≤ ~30, one layer)
+  recomputing is cheap; the streaming engine issue measures whether a cache pays off.
+
+A model directory also holds the tokenizer, CMVN and `config.json`, and is all the device needs.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from espnet.nets.pytorch_backend.transformer.mask import subsequent_mask
+
+from models.asr_model import LateContextModel, ModelConfig
+
+OPSET = 17
+
+
+class ConvStackGraph(torch.nn.Module):
+    def __init__(self, model: LateContextModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, features: torch.Tensor, caches: torch.Tensor):
+        frames, new_caches = self.model.ingest_chunk(features, list(caches.unbind(0)))
+        return frames, torch.stack(new_caches, 0)
+
+
+class EncoderTopGraph(torch.nn.Module):
+    def __init__(self, model: LateContextModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, frames: torch.Tensor):
+        x = self.model.position(frames)
+        for block in self.model.attention_blocks:
+            x, _ = block(x, None)
+        encoded = self.model.after_norm(x)
+        return encoded, self.model.ctc.log_softmax(encoded)
+
+
+class DecoderStepGraph(torch.nn.Module):
+    def __init__(self, model: LateContextModel):
+        super().__init__()
+        self.decoder = model.decoder
+
+    def forward(self, tokens: torch.Tensor, encoded: torch.Tensor):
+        mask = subsequent_mask(tokens.size(1), device=tokens.device).unsqueeze(0)
+        memory = encoded.expand(tokens.size(0), -1, -1)
+        log_probs, _ = self.decoder.forward_one_step(tokens, mask, memory, cache=None)
+        return log_probs
+
+
+def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: dict, outputs: dict) -> None:
+    # The exporter restores the wrapper's mode afterwards, recursively: it must be eval too.
+    module.eval()
+    torch.onnx.export(
+        module,
+        args,
+        str(path),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=list(inputs),
+        output_names=list(outputs),
+        dynamic_axes={
+            **{k: v for k, v in inputs.items() if v},
+            **{k: v for k, v in outputs.items() if v},
+        },
+        do_constant_folding=True,
+    )
+
+
+def export_graphs(model: LateContextModel, out_dir: Path) -> None:
+    """Write the three ONNX graphs of `model` (put in eval mode) into `out_dir`."""
+    model.eval()
+    config = model.config
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache_frames = model.conv_blocks[0].cache_frames
+    with torch.no_grad():
+        _export(
+            ConvStackGraph(model),
+            (
+                torch.randn(1, 4 * 12 + 3, config.num_mel_bins),
+                torch.zeros(config.num_conv_blocks, 1, config.d_model, cache_frames),
+            ),
+            out_dir / "conv_stack.onnx",
+            {"features": {1: "input_frames"}, "caches": None},
+            {"frames": {1: "new_frames"}, "new_caches": None},
+        )
+        _export(
+            EncoderTopGraph(model),
+            (torch.randn(1, 40, config.d_model),),
+            out_dir / "encoder_top.onnx",
+            {"frames": {1: "frames"}},
+            {"encoded": {1: "frames"}, "ctc_log_probs": {1: "frames"}},
+        )
+        _export(
+            DecoderStepGraph(model),
+            (
+                torch.full((3, 4), config.vocab_size - 1, dtype=torch.long),
+                torch.randn(1, 40, config.d_model),
+            ),
+            out_dir / "decoder_step.onnx",
+            {"tokens": {0: "hypotheses", 1: "length"}, "encoded": {1: "frames"}},
+            {"log_probs": {0: "hypotheses"}},
+        )
+
+
+def write_model_dir(
+    model: LateContextModel,
+    tokenizer_path: Path,
+    cmvn_path: Path,
+    out_dir: Path,
+    extra: dict | None = None,
+) -> Path:
+    """A complete device model directory: graphs, tokenizer, CMVN and `config.json`."""
+    export_graphs(model, out_dir)
+    shutil.copy(tokenizer_path, out_dir / "tokenizer.model")
+    shutil.copy(cmvn_path, out_dir / "cmvn.npz")
+    config = model.config
+    description = {
+        "model": config.to_dict(),
+        "conv_cache_frames": model.conv_blocks[0].cache_frames,
+        "subsampling": {"factor": 4, "context_frames": 7},
+        "frontend": {
+            "num_mel_bins": config.num_mel_bins,
+            "frame_shift_ms": 10,
+            "frame_length_ms": 25,
+        },
+        **(extra or {}),
+    }
+    (out_dir / "config.json").write_text(json.dumps(description, indent=2) + "\n")
+    return out_dir
+
+
+def load_checkpoint_model(checkpoint: Path) -> LateContextModel:
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    model = LateContextModel(ModelConfig(**saved["model_config"]))
+    model.load_state_dict(saved["model"])
+    return model.eval()
+
+
+def export_model_dir(
+    checkpoint: Path, run_dir: Path, out_dir: Path, extra: dict | None = None
+) -> Path:
+    """A device model directory from a training checkpoint and its run directory."""
+    model = load_checkpoint_model(checkpoint)
+    return write_model_dir(model, run_dir / "tokenizer.model", run_dir / "cmvn.npz", out_dir, extra)
+
+
+def max_abs_difference(a: np.ndarray, b: torch.Tensor) -> float:
+    return float(np.abs(a - b.detach().numpy()).max())
