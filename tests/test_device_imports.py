@@ -1,7 +1,17 @@
 import subprocess
 import sys
 
-DEVICE_MODULES = ["device", "device.audio", "device.frontend", "models.tokenizer", "models.text"]
+DEVICE_MODULES = [
+    "device",
+    "device.audio",
+    "device.frontend",
+    "device.model",
+    "device.encoder",
+    "device.decoding",
+    "device.ctc_prefix",
+    "models.tokenizer",
+    "models.text",
+]
 
 
 def test_device_runtime_never_imports_torch():
