@@ -1,0 +1,119 @@
+"""Text intent classifier: `scenario_action` from a transcript (word + character n-gram TF-IDF,
+logistic regression), trained on SLURP devel gold text, optionally self-trained on the
+unlabelled SLURP train sentences. Input goes through `normalize_for_wer`, so written forms
+("Wake me at 8 a.m.") and SLURP's spoken forms meet in the same features."""
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import joblib
+import numpy as np
+import sklearn
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline, make_pipeline, make_union
+
+from models.text import normalize_for_wer
+from pasu.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class IntentPrediction:
+    intent: str
+    confidence: float
+
+    @property
+    def scenario(self) -> str:
+        return self.intent.partition("_")[0]
+
+    @property
+    def action(self) -> str:
+        return self.intent.partition("_")[2]
+
+
+def _pipeline(regularisation: float) -> Pipeline:
+    return make_pipeline(
+        make_union(
+            TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+            TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=2),
+        ),
+        LogisticRegression(C=regularisation, max_iter=3000),
+    )
+
+
+class IntentClassifier:
+    """Predicts SLURP intents from transcripts."""
+
+    def __init__(self, pipeline: Pipeline, info: dict):
+        self.pipeline = pipeline
+        self.info = info
+
+    def predict(self, texts: Sequence[str]) -> list[IntentPrediction]:
+        if not texts:
+            return []
+        probabilities = self.pipeline.predict_proba([normalize_for_wer(t) for t in texts])
+        classes = self.pipeline.classes_
+        return [
+            IntentPrediction(str(classes[i]), float(p[i]))
+            for p, i in zip(probabilities, probabilities.argmax(axis=1), strict=True)
+        ]
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        joblib.dump(
+            {"pipeline": self.pipeline, "info": self.info, "sklearn_version": sklearn.__version__},
+            path,
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> "IntentClassifier":
+        if not Path(path).is_file():
+            raise ConfigError(f"intent classifier not found: {path}")
+        stored = joblib.load(path)
+        if stored["sklearn_version"] != sklearn.__version__:
+            raise ConfigError(
+                f"{path} was saved with scikit-learn {stored['sklearn_version']} but "
+                f"{sklearn.__version__} is installed; reinstall with scripts/setup.sh "
+                "or retrain with `pasu train intent`"
+            )
+        return cls(stored["pipeline"], stored["info"])
+
+
+def train_intent_classifier(
+    texts: Sequence[str],
+    intents: Sequence[str],
+    unlabelled: Sequence[str] = (),
+    regularisation: float = 50.0,
+    self_training_threshold: float = 0.5,
+) -> IntentClassifier:
+    """Fit on gold (text, intent) pairs; with `unlabelled` texts, add those the first model
+    labels with confidence above the threshold and fit again (one round of self-training)."""
+    started = time.perf_counter()
+    gold = [normalize_for_wer(t) for t in texts]
+    pipeline = _pipeline(regularisation).fit(gold, list(intents))
+    pseudo_count = 0
+    if unlabelled:
+        extra = [normalize_for_wer(t) for t in unlabelled]
+        probabilities = pipeline.predict_proba(extra)
+        confident = probabilities.max(axis=1) > self_training_threshold
+        pseudo = pipeline.classes_[probabilities.argmax(axis=1)]
+        pseudo_count = int(confident.sum())
+        pipeline = _pipeline(regularisation).fit(
+            gold + [t for t, keep in zip(extra, confident, strict=True) if keep],
+            list(intents) + list(pseudo[confident]),
+        )
+    info = {
+        "gold_examples": len(gold),
+        "pseudo_labelled": pseudo_count,
+        "classes": len(pipeline.classes_),
+        "regularisation": regularisation,
+        "train_seconds": round(time.perf_counter() - started, 1),
+    }
+    return IntentClassifier(pipeline, info)
+
+
+def accuracy(classifier: IntentClassifier, texts: Sequence[str], intents: Sequence[str]) -> float:
+    predicted = [p.intent for p in classifier.predict(texts)]
+    return float(np.mean([p == g for p, g in zip(predicted, intents, strict=True)]))

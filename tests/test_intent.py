@@ -1,0 +1,50 @@
+import pytest
+
+from models.intent import IntentClassifier, train_intent_classifier
+from pasu.errors import ConfigError
+
+TEXTS = [
+    "wake me up at seven am",
+    "set an alarm for six",
+    "alarm at eight please",
+    "what's the weather today",
+    "is it going to rain",
+    "weather forecast for tomorrow",
+    "play some jazz",
+    "play my rock playlist",
+    "put on some music",
+]
+INTENTS = ["alarm_set"] * 3 + ["weather_query"] * 3 + ["play_music"] * 3
+
+
+@pytest.fixture(scope="module")
+def classifier() -> IntentClassifier:
+    return train_intent_classifier(TEXTS, INTENTS, unlabelled=["play the beatles"])
+
+
+def test_predicts_scenario_and_action_with_confidence(classifier):
+    prediction = classifier.predict(["will it rain tomorrow"])[0]
+    assert (prediction.intent, prediction.scenario, prediction.action) == (
+        "weather_query",
+        "weather",
+        "query",
+    )
+    assert 0.0 < prediction.confidence <= 1.0
+
+
+def test_written_form_input_is_understood_like_spoken_form(classifier):
+    spoken, written = classifier.predict(["wake me up at eight am", "Wake me up at 8 a.m."])
+    assert spoken.intent == written.intent == "alarm_set"
+    assert spoken.confidence == pytest.approx(written.confidence)
+
+
+def test_round_trips_through_a_file(classifier, tmp_path):
+    classifier.save(tmp_path / "intent.joblib")
+    loaded = IntentClassifier.load(tmp_path / "intent.joblib")
+    assert loaded.predict(["play some music"])[0].intent == "play_music"
+    assert loaded.info["pseudo_labelled"] <= 1
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError):
+        IntentClassifier.load(tmp_path / "none.joblib")
