@@ -13,17 +13,23 @@
 A model directory also holds the tokenizer, CMVN and `config.json`, and is all the device needs.
 """
 
+import copy
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
+import onnx
 import torch
 from espnet.nets.pytorch_backend.transformer.mask import subsequent_mask
+from onnx import TensorProto, helper, numpy_helper
 
 from models.asr_model import LateContextModel, ModelConfig
 
 OPSET = 17
+# Positional-encoding tables are traced in as constants: keep what the device can use.
+MAX_ENCODER_FRAMES = 1500  # 60 s at 40 ms per frame; the engine caps utterances below that
+MAX_DECODER_TOKENS = 256
 
 
 class ConvStackGraph(torch.nn.Module):
@@ -80,9 +86,42 @@ def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: dict, outp
     )
 
 
-def export_graphs(model: LateContextModel, out_dir: Path) -> None:
-    """Write the three ONNX graphs of `model` (put in eval mode) into `out_dir`."""
-    model.eval()
+def store_weights_as_float16(path: Path, min_elements: int = 1024) -> None:
+    """Halve a graph's size: large float32 initializers are stored as float16, each followed by
+    a Cast back to float32. onnxruntime folds the casts when it loads the graph, so the device
+    computes in float32 with weights rounded to float16 (the WER effect is benchmarked)."""
+    graph_model = onnx.load(str(path))
+    graph = graph_model.graph
+    casts = []
+    for initializer in graph.initializer:
+        if initializer.data_type != TensorProto.FLOAT:
+            continue
+        values = numpy_helper.to_array(initializer)
+        if values.size < min_elements:
+            continue
+        name = initializer.name
+        initializer.CopyFrom(numpy_helper.from_array(values.astype(np.float16), f"{name}__fp16"))
+        casts.append(helper.make_node("Cast", [f"{name}__fp16"], [name], to=TensorProto.FLOAT))
+    nodes = [*casts, *graph.node]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.checker.check_model(graph_model)
+    onnx.save(graph_model, str(path))
+
+
+def round_weights_to_float16(model: torch.nn.Module, min_elements: int = 1024) -> None:
+    """The torch twin of `store_weights_as_float16`, for parity checks and the baseline."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.is_floating_point() and tensor.numel() >= min_elements:
+                tensor.copy_(tensor.half().float())
+
+
+def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool = True) -> None:
+    """Write the three ONNX graphs of (a copy of) `model` into `out_dir`."""
+    model = copy.deepcopy(model).eval()
+    model.position.pe = model.position.pe[:, :MAX_ENCODER_FRAMES]
+    model.decoder.embed[1].pe = model.decoder.embed[1].pe[:, :MAX_DECODER_TOKENS]
     config = model.config
     out_dir.mkdir(parents=True, exist_ok=True)
     cache_frames = model.conv_blocks[0].cache_frames
@@ -114,6 +153,9 @@ def export_graphs(model: LateContextModel, out_dir: Path) -> None:
             {"tokens": {0: "hypotheses", 1: "length"}, "encoded": {1: "frames"}},
             {"log_probs": {0: "hypotheses"}},
         )
+    if float16_weights:
+        for name in ("conv_stack", "encoder_top", "decoder_step"):
+            store_weights_as_float16(out_dir / f"{name}.onnx")
 
 
 def write_model_dir(
@@ -122,9 +164,10 @@ def write_model_dir(
     cmvn_path: Path,
     out_dir: Path,
     extra: dict | None = None,
+    float16_weights: bool = True,
 ) -> Path:
     """A complete device model directory: graphs, tokenizer, CMVN and `config.json`."""
-    export_graphs(model, out_dir)
+    export_graphs(model, out_dir, float16_weights)
     shutil.copy(tokenizer_path, out_dir / "tokenizer.model")
     shutil.copy(cmvn_path, out_dir / "cmvn.npz")
     config = model.config
@@ -132,6 +175,7 @@ def write_model_dir(
         "model": config.to_dict(),
         "conv_cache_frames": model.conv_blocks[0].cache_frames,
         "subsampling": {"factor": 4, "context_frames": 7},
+        "weights_stored_as": "float16" if float16_weights else "float32",
         "frontend": {
             "num_mel_bins": config.num_mel_bins,
             "frame_shift_ms": 10,

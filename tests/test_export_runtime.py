@@ -7,7 +7,7 @@ from device.encoder import StreamingEncoder  # noqa: E402
 from device.frontend import NUM_MEL_BINS, GlobalCmvn  # noqa: E402
 from device.model import DeviceModel  # noqa: E402
 from models.asr_model import LateContextModel  # noqa: E402
-from models.export import write_model_dir  # noqa: E402
+from models.export import round_weights_to_float16, write_model_dir  # noqa: E402
 from models.tokenizer import train_tokenizer  # noqa: E402
 
 from .test_asr_model import TINY  # noqa: E402
@@ -22,6 +22,8 @@ def exported(tmp_path_factory):
     tokenizer = train_tokenizer(SENTENCES, root / "sp", 38)  # 38 pieces + sos/eos = 39 < 40
     GlobalCmvn(np.zeros(NUM_MEL_BINS), np.ones(NUM_MEL_BINS)).save(root / "cmvn.npz")
     model = LateContextModel(TINY).eval()
+    # The graphs store weights as float16: compare with a torch model rounded the same way.
+    round_weights_to_float16(model, min_elements=1024)
     write_model_dir(model, tokenizer, root / "cmvn.npz", root / "dir")
     return model, DeviceModel(root / "dir")
 
@@ -61,3 +63,13 @@ def test_onnx_decoder_step_matches_torch_for_any_batch_and_length(exported):
 def test_export_leaves_the_model_in_eval_mode(exported):
     model, _ = exported
     assert not any(module.training for module in model.modules())
+
+
+def test_graphs_store_large_weights_as_float16(exported):
+    import onnx
+
+    _, device = exported
+    graph = onnx.load(str(device.directory / "encoder_top.onnx")).graph
+    kinds = {i.data_type for i in graph.initializer if i.name.endswith("__fp16")}
+    assert kinds == {onnx.TensorProto.FLOAT16}
+    assert device.config["weights_stored_as"] == "float16"
