@@ -91,6 +91,56 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_intent(args: argparse.Namespace) -> int:
+    from eval.slurp import load_sentences, unique_sentences
+    from models.intent import accuracy, train_intent_classifier
+
+    devel, test = load_sentences("devel"), load_sentences("test")
+    unlabelled = (
+        [] if args.no_self_training else [s.text for s in unique_sentences(load_sentences("train"))]
+    )
+    classifier = train_intent_classifier(
+        [s.text for s in devel], [s.intent for s in devel], unlabelled
+    )
+    test_accuracy = accuracy(classifier, [s.text for s in test], [s.intent for s in test])
+    classifier.info["gold_test_text_accuracy"] = round(test_accuracy, 4)
+    classifier.save(Path(args.out))
+    print(f"intent classifier -> {args.out}: {classifier.info}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from models.export import export_model_dir, save_float16_state
+    from models.train import default_run_dir
+
+    run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
+    checkpoint = run_dir / f"{args.checkpoint}.pt"
+    if not checkpoint.is_file():
+        raise PasuError(f"no {checkpoint.name} in {run_dir}; train first (`pasu train`)")
+    out = Path(args.out)
+    export_model_dir(checkpoint, run_dir, out)
+    print(f"device model -> {out}")
+    if args.torch_out:
+        print(f"torch weights (float16) -> {save_float16_state(checkpoint, Path(args.torch_out))}")
+    return 0
+
+
+def cmd_bench_decoders(args: argparse.Namespace) -> int:
+    from eval.bench_decoders import run, write_report
+
+    report = run(
+        Path(args.model),
+        Path(args.checkpoint),
+        Path(args.data).expanduser() if args.data else slurp_tts_dir(),
+        split=args.split,
+        limit=args.limit,
+        intent_path=Path(args.intent) if args.intent else None,
+        threads=args.threads,
+    )
+    print(write_report(report, Path(args.json) if args.json else None))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pasu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -135,6 +185,34 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=cmd_train)
+
+    intent = commands.add_parser("train-intent", help="train the text intent classifier")
+    intent.add_argument("--out", required=True, help="where to write the .joblib file")
+    intent.add_argument("--no-self-training", action="store_true")
+    intent.set_defaults(handler=cmd_train_intent)
+
+    export = commands.add_parser("export", help="export a trained run as a device model directory")
+    export.add_argument("--run", default="base")
+    export.add_argument("--run-dir")
+    export.add_argument("--checkpoint", default="best", choices=("best", "checkpoint"))
+    export.add_argument("--out", required=True, help="device model directory to write")
+    export.add_argument("--torch-out", help="also save float16 torch weights here (baseline)")
+    export.set_defaults(handler=cmd_export)
+
+    bench = commands.add_parser("bench", help="benchmarks")
+    bench_commands = bench.add_subparsers(dest="bench_command", required=True)
+    decoders = bench_commands.add_parser(
+        "decoders", help="our device decoder vs ESPnet's BatchBeamSearch, same weights"
+    )
+    decoders.add_argument("--model", required=True, help="device model directory")
+    decoders.add_argument("--checkpoint", required=True, help="torch weights of the same model")
+    decoders.add_argument("--data", help=f"SLURP-format corpus (default {slurp_tts_dir()})")
+    decoders.add_argument("--split", default="test")
+    decoders.add_argument("--limit", type=_positive_int, default=300)
+    decoders.add_argument("--intent", help="intent classifier (.joblib) to score intents too")
+    decoders.add_argument("--threads", type=_positive_int, default=1)
+    decoders.add_argument("--json", help="write the report (JSON + Markdown table) here")
+    decoders.set_defaults(handler=cmd_bench_decoders)
     return parser
 
 

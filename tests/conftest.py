@@ -47,3 +47,23 @@ def real_layout_corpus(tmp_path: Path) -> Path:
         for rec in record["recordings"]:
             sf.write(audio / rec["file"], tone, 16000)
     return tmp_path
+
+
+WORDS = ["turn on the lights", "play some jazz", "wake me up", "what time is it"]
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path):
+    """A SLURP-format corpus of tone-coded 'utterances', small enough to train on in seconds."""
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    rng = np.random.default_rng(0)
+    for split, count in (("train", 16), ("devel", 4)):
+        lines = []
+        for i in range(count):
+            name = f"{split}-{i}-headset.flac"
+            t = np.arange(int(16000 * rng.uniform(0.8, 1.5))) / 16000
+            sf.write(audio / name, 0.2 * np.sin(2 * np.pi * (200 + 100 * (i % 4)) * t), 16000)
+            lines.append(json.dumps(slurp_record(i, WORDS[i % 4], "iot", "x", [name])) + "\n")
+        (tmp_path / f"{split}.jsonl").write_text("".join(lines))
+    return tmp_path
