@@ -33,11 +33,21 @@ class IntentPrediction:
         return self.intent.partition("_")[2]
 
 
+WORD_FEATURES = 20_000
+CHARACTER_FEATURES = 30_000
+
+
 def _pipeline(regularisation: float) -> Pipeline:
     return make_pipeline(
         make_union(
-            TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
-            TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=2),
+            TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, max_features=WORD_FEATURES),
+            TfidfVectorizer(
+                analyzer="char_wb",
+                ngram_range=(2, 5),
+                sublinear_tf=True,
+                min_df=2,
+                max_features=CHARACTER_FEATURES,
+            ),
         ),
         LogisticRegression(C=regularisation, max_iter=3000),
     )
@@ -81,6 +91,16 @@ class IntentClassifier:
         return cls(stored["pipeline"], stored["info"])
 
 
+def _compact(pipeline: Pipeline) -> None:
+    """Keep only what prediction needs: scikit-learn also pickles the terms cut by max_features
+    (`stop_words_`, documented as safe to drop), and float32 coefficients suffice."""
+    for _, vectorizer in pipeline[0].transformer_list:
+        vectorizer.stop_words_ = None
+    classifier = pipeline[-1]
+    classifier.coef_ = classifier.coef_.astype(np.float32)
+    classifier.intercept_ = classifier.intercept_.astype(np.float32)
+
+
 def train_intent_classifier(
     texts: Sequence[str],
     intents: Sequence[str],
@@ -104,6 +124,7 @@ def train_intent_classifier(
             gold + [t for t, keep in zip(extra, confident, strict=True) if keep],
             list(intents) + list(pseudo[confident]),
         )
+    _compact(pipeline)
     info = {
         "gold_examples": len(gold),
         "pseudo_labelled": pseudo_count,

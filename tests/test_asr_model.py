@@ -68,3 +68,13 @@ def test_hybrid_loss_trains(model):
         first = first if first is not None else float(out["loss"].detach())
     assert float(out["loss"]) < 0.5 * first
     assert set(out) == {"loss", "ctc", "attention", "accuracy"}
+
+
+def test_compute_cost_splits_ingestion_from_what_runs_after(model):
+    from models.compute_cost import compute_cost
+
+    cost = compute_cost(model, seconds=2.0)
+    per_second = cost["gflops_per_audio_second"]
+    assert per_second["during_ingestion"] > 0 and per_second["after_ingestion_encoder"] > 0
+    assert 0 < per_second["streaming_share"] < 1
+    assert cost["parameters"]["total"] == sum(p.numel() for p in model.parameters())
