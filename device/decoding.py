@@ -1,12 +1,22 @@
 """Joint CTC/attention beam search on the device: one loop, configured by `DecodingOptions`.
 
-Without PASU options it reproduces ESPnet's `BatchBeamSearch` (decoder weight 1 − λ, CTC prefix
-scorer weight λ, pre-beam of int(1.5 · beam) tokens on the decoder score, top `beam` (hypothesis,
-token) pairs jointly, `end_detect` stopping; docs/espnet-beam-search-spec.md), so that speedups
-are measured against what an ESPnet user gets. The streaming engine adds pilot references, beam
-collapse, early termination and CTC leap as options of this same loop.
+With default options it reproduces ESPnet's `BatchBeamSearch` (decoder weight 1 − λ, CTC
+prefix scorer weight λ, pre-beam of int(1.5 · beam) tokens on the decoder score, top `beam`
+(hypothesis, token) pairs jointly, `end_detect` stopping; docs/espnet-beam-search-spec.md), so
+that speedups are measured against what an ESPnet user gets. Given a pilot's output as
+`reference`, PASU's optimisations (§4.2) are parts of this same loop, each switched by an option:
+
+- beam collapse: while the best hypothesis's newest token agrees with the reference, keep only
+  it (plus finished hypotheses); on divergence the next step expands the full beam again. As in
+  Whisper-T, a mismatch looks a few positions around for the token (the pilot may have dropped
+  or added one) and realigns there, collapsing again only once a later token confirms it.
+- early termination: stop once the predicted length (frames_full / frames_pilot) · n_pilot + C
+  is reached and a hypothesis has finished.
+- CTC leap (Algorithm 1): extending a prefix that equals the reference's, reuse the pilot's CTC
+  forward variables for the first ⌊T_pilot · q⌋ frames and compute only the rest.
 """
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,28 +32,46 @@ END_DETECT_MARGIN = -10.0
 
 
 @dataclass(frozen=True)
+class PilotReference:
+    """What a pilot decode leaves for the next decode: its best tokens, the CTC forward
+    variables of each of their prefixes, and how many encoder frames it saw."""
+
+    tokens: tuple[int, ...]
+    ctc_states: tuple[np.ndarray, ...]  # ctc_states[j]: (T_pilot, 2) for tokens[: j + 1]
+    num_frames: int
+
+
+@dataclass(frozen=True)
 class DecodingOptions:
-    """How to decode; defaults are the full beam search after ingestion."""
+    """How to decode; the defaults are ESPnet's full beam search after ingestion."""
 
     beam_size: int = 5
     ctc_weight: float = 0.3
     pre_beam_ratio: float = 1.5
     max_tokens: int | None = None  # token limit (pilots); None = one per encoder frame
+    reference: PilotReference | None = None
+    beam_collapse: bool = False
+    realign_lookahead: int = 0  # positions searched on a mismatch to realign (Whisper-T)
+    early_termination: bool = False
+    length_slack: int = 5  # C in the predicted length
+    ctc_leap: bool = False
+    ctc_leap_ratio: float = 0.8  # q: share of the pilot's frames whose CTC variables are reused
 
 
 @dataclass
 class Hypothesis:
     tokens: list[int]  # starts with sos
     score: np.float32
-    ctc_state: np.ndarray  # (T, 2) forward variables
+    ctc_state: np.ndarray  # (T, 2) forward variables of this prefix
     ctc_prefix_score: np.float32
+    ctc_history: tuple[np.ndarray, ...] = ()  # forward variables of each prefix, in order
     token_log_probs: list[float] = field(default_factory=list)  # decoder log p per token
     token_ctc_scores: list[float] = field(default_factory=list)  # CTC increment per token
 
 
 @dataclass(frozen=True)
 class DecodingResult:
-    """The best hypothesis and what it cost."""
+    """The best hypothesis, what it cost, and the reference it leaves for the next decode."""
 
     token_ids: list[int]
     score: float
@@ -52,6 +80,35 @@ class DecodingResult:
     num_decoder_calls: int
     num_ctc_frame_updates: int
     num_steps: int
+    num_hypothesis_evaluations: int = 0  # decoder rows computed (NFE): beam collapse cuts these
+    collapsed_steps: int = 0
+    reference: PilotReference | None = None
+
+
+class ReferenceTracker:
+    """Aligns decoding steps with a pilot reference: step i expects reference[i + offset]."""
+
+    def __init__(self, tokens: tuple[int, ...], lookahead: int):
+        self.tokens = tokens
+        self.lookahead = lookahead
+        self.offset = 0
+
+    def agrees(self, step: int, token: int) -> bool:
+        """Whether the best hypothesis's newest `token` is the reference's at this step.
+
+        On a mismatch, a match within `lookahead` positions either side (the pilot dropped or
+        added a token) shifts the alignment, but only a later exact match collapses the beam:
+        a realignment alone never discards hypotheses.
+        """
+        expected = step + self.offset
+        if 0 <= expected < len(self.tokens) and self.tokens[expected] == token:
+            return True
+        for distance in range(1, self.lookahead + 1):
+            for index in (expected + distance, expected - distance):
+                if 0 <= index < len(self.tokens) and self.tokens[index] == token:
+                    self.offset = index - step
+                    return False
+        return False
 
 
 def _end_detected(ended: list[Hypothesis], step: int) -> bool:
@@ -66,6 +123,11 @@ def _end_detected(ended: list[Hypothesis], step: int) -> bool:
         if same_length and max(same_length) - best < END_DETECT_MARGIN:
             far_worse += 1
     return far_worse == END_DETECT_LENGTHS
+
+
+def predicted_length(reference: PilotReference, num_frames: int, slack: int) -> int:
+    """PASU's early-termination length: the pilot's token rate scaled to the full input, + C."""
+    return math.ceil(num_frames / max(reference.num_frames, 1) * len(reference.tokens)) + slack
 
 
 class BeamSearch:
@@ -85,73 +147,129 @@ class BeamSearch:
         if num_frames == 0:
             return DecodingResult([], 0.0, [], [], 0, 0, 0)
         ctc = CtcPrefixScorer(ctc_log_probs, self.eos)
-        decoder_weight = np.float32(1.0 - options.ctc_weight)
-        ctc_weight = np.float32(options.ctc_weight)
-        pre_beam = int(options.pre_beam_ratio * options.beam_size)
+        reference = options.reference
+        tracker = (
+            ReferenceTracker(reference.tokens, options.realign_lookahead)
+            if reference and options.beam_collapse
+            else None
+        )
+        stop_length = (
+            predicted_length(reference, num_frames, options.length_slack)
+            if reference and options.early_termination
+            else None
+        )
         max_length = (
             num_frames if options.max_tokens is None else min(num_frames, options.max_tokens)
         )
         running = [Hypothesis([self.eos], np.float32(0.0), ctc.initial_state(), np.float32(0.0))]
         ended: list[Hypothesis] = []
-        decoder_calls = steps = 0
+        decoder_calls = steps = collapsed = evaluations = 0
         for step in range(max_length):
             steps += 1
-            tokens = np.array([h.tokens for h in running], np.int64)
-            decoder_log_probs = self.decoder_step(tokens, encoded)
+            evaluations += len(running)
+            survivors = self._expand(running, encoded, ctc, step, options)
             decoder_calls += 1
-            weighted = decoder_weight * decoder_log_probs
-            candidates = np.argpartition(-weighted, pre_beam - 1, axis=1)[:, :pre_beam]
-            prefix_scores, ctc_states = ctc.score(
-                np.stack([h.ctc_state for h in running]),
-                tokens[:, -1],
-                candidates,
-                prefix_length=step,
-            )
-            ctc_increments = (
-                prefix_scores - np.array([h.ctc_prefix_score for h in running], np.float32)[:, None]
-            )
-            weighted = weighted + ctc_weight * ctc_increments
-            weighted = weighted + np.array([h.score for h in running], np.float32)[:, None]
-            flat = weighted.reshape(-1)
-            best = np.argsort(-flat, kind="stable")[: options.beam_size]
-            vocab = weighted.shape[1]
-            survivors = []
-            for index in best:
-                parent, token = divmod(int(index), vocab)
-                source = running[parent]
-                slot = np.flatnonzero(candidates[parent] == token)
-                state = ctc_states[parent, slot[0]] if slot.size else source.ctc_state
-                survivors.append(
-                    Hypothesis(
-                        tokens=[*source.tokens, token],
-                        score=flat[index],
-                        ctc_state=state,
-                        ctc_prefix_score=prefix_scores[parent, token],
-                        token_log_probs=[
-                            *source.token_log_probs,
-                            float(decoder_log_probs[parent, token]),
-                        ],
-                        token_ctc_scores=[
-                            *source.token_ctc_scores,
-                            float(ctc_increments[parent, token]),
-                        ],
-                    )
-                )
             if step == max_length - 1:
                 for hypothesis in survivors:
                     hypothesis.tokens.append(self.eos)
-            running = []
-            for hypothesis in survivors:
-                (ended if hypothesis.tokens[-1] == self.eos else running).append(hypothesis)
-            if _end_detected(ended, step) or not running:
+            running = [h for h in survivors if h.tokens[-1] != self.eos]
+            ended += [h for h in survivors if h.tokens[-1] == self.eos]
+            agrees = bool(
+                tracker
+                and running
+                and survivors[0] is running[0]
+                and tracker.agrees(step, running[0].tokens[-1])
+            )
+            if agrees:
+                running = running[:1]
+                collapsed += 1
+            # While collapsed, finished hypotheses come from one parent only; ESPnet's end
+            # detection would then stop before the path that agrees with the pilot finishes.
+            if not running or (not agrees and _end_detected(ended, step)):
                 break
-        best_hypothesis = sorted(ended, key=lambda h: float(h.score), reverse=True)[0]
+            if stop_length is not None and step + 1 >= stop_length and ended:
+                break
+        best = sorted(ended, key=lambda h: float(h.score), reverse=True)[0] if ended else running[0]
+        body = best.tokens[1:-1] if best.tokens[-1] == self.eos else best.tokens[1:]
         return DecodingResult(
-            token_ids=[t for t in best_hypothesis.tokens[1:-1] if t != BLANK],
-            score=float(best_hypothesis.score),
-            token_log_probs=best_hypothesis.token_log_probs,
-            token_ctc_scores=best_hypothesis.token_ctc_scores,
+            token_ids=[t for t in body if t != BLANK],
+            score=float(best.score),
+            token_log_probs=best.token_log_probs,
+            token_ctc_scores=best.token_ctc_scores,
             num_decoder_calls=decoder_calls,
             num_ctc_frame_updates=ctc.frame_updates,
             num_steps=steps,
+            num_hypothesis_evaluations=evaluations,
+            collapsed_steps=collapsed,
+            reference=PilotReference(tuple(body), best.ctc_history[: len(body)], num_frames),
         )
+
+    def _expand(
+        self,
+        running: list[Hypothesis],
+        encoded: np.ndarray,
+        ctc: CtcPrefixScorer,
+        step: int,
+        options: DecodingOptions,
+    ) -> list[Hypothesis]:
+        """One step: the top `beam` extensions of the running hypotheses, best first."""
+        tokens = np.array([h.tokens for h in running], np.int64)
+        decoder_log_probs = self.decoder_step(tokens, encoded)
+        weighted = np.float32(1.0 - options.ctc_weight) * decoder_log_probs
+        pre_beam = int(options.pre_beam_ratio * options.beam_size)
+        candidates = np.argpartition(-weighted, pre_beam - 1, axis=1)[:, :pre_beam]
+        prefix_scores, ctc_states = ctc.score(
+            np.stack([h.ctc_state for h in running]),
+            tokens[:, -1],
+            candidates,
+            prefix_length=step,
+            leaps=self._leaps(running, candidates, step, options),
+        )
+        previous = np.array([h.ctc_prefix_score for h in running], np.float32)[:, None]
+        ctc_increments = prefix_scores - previous
+        weighted = weighted + np.float32(options.ctc_weight) * ctc_increments
+        weighted = weighted + np.array([h.score for h in running], np.float32)[:, None]
+        flat = weighted.reshape(-1)
+        vocab = weighted.shape[1]
+        survivors = []
+        for index in np.argsort(-flat, kind="stable")[: options.beam_size]:
+            parent, token = divmod(int(index), vocab)
+            source = running[parent]
+            slot = np.flatnonzero(candidates[parent] == token)
+            state = ctc_states[parent, slot[0]] if slot.size else source.ctc_state
+            survivors.append(
+                Hypothesis(
+                    tokens=[*source.tokens, token],
+                    score=flat[index],
+                    ctc_state=state,
+                    ctc_prefix_score=prefix_scores[parent, token],
+                    ctc_history=(*source.ctc_history, state),
+                    token_log_probs=[
+                        *source.token_log_probs,
+                        float(decoder_log_probs[parent, token]),
+                    ],
+                    token_ctc_scores=[
+                        *source.token_ctc_scores,
+                        float(ctc_increments[parent, token]),
+                    ],
+                )
+            )
+        return survivors
+
+    @staticmethod
+    def _leaps(
+        running: list[Hypothesis], candidates: np.ndarray, step: int, options: DecodingOptions
+    ) -> dict[tuple[int, int], np.ndarray] | None:
+        """CTC forward variables the pilot already has for extensions along its reference."""
+        reference = options.reference
+        if not (options.ctc_leap and reference and step < len(reference.ctc_states)):
+            return None
+        reused_frames = int(reference.num_frames * options.ctc_leap_ratio)
+        expected = reference.tokens[: step + 1]
+        leaps = {}
+        for row, hypothesis in enumerate(running):
+            if tuple(hypothesis.tokens[1:]) != expected[:-1]:
+                continue
+            for slot in np.flatnonzero(candidates[row] == expected[-1]):
+                leaps[(row, int(slot))] = reference.ctc_states[step][:reused_frames]
+        return leaps

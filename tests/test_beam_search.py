@@ -97,3 +97,112 @@ def test_empty_input_decodes_to_nothing():
     ours = BeamSearch(lambda tokens, encoded: np.zeros((len(tokens), 5), np.float32), 4)
     result = ours.decode(np.zeros((1, 0, 8), np.float32), np.zeros((0, 5), np.float32))
     assert result.token_ids == [] and result.num_decoder_calls == 0
+
+
+def _decode_setup(model, frames: int, seed: int):
+    torch.manual_seed(seed)
+    x = torch.randn(1, frames, TINY.num_mel_bins)
+    with torch.no_grad():
+        encoded, _ = model.encode(x, torch.tensor([frames]))
+        ctc = model.ctc.log_softmax(encoded)[0].numpy()
+    return encoded.numpy(), ctc
+
+
+@pytest.fixture(scope="module")
+def search(peaky_model) -> BeamSearch:
+    return BeamSearch(_torch_decoder_step(peaky_model), peaky_model.eos)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_collapse_on_a_faithful_reference_is_as_good_and_cheaper(peaky_model, search, seed):
+    encoded, ctc = _decode_setup(peaky_model, 160, seed)
+    plain = search.decode(encoded, ctc)
+    collapsed = search.decode(
+        encoded, ctc, DecodingOptions(reference=plain.reference, beam_collapse=True)
+    )
+    # Following the reference keeps its path; a narrower beam may even let a better-scoring
+    # hypothesis finish that the full beam pruned, so the guarantee is on the score.
+    assert collapsed.score >= plain.score - 1e-3
+    assert collapsed.collapsed_steps > 0
+    assert collapsed.num_hypothesis_evaluations < plain.num_hypothesis_evaluations
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_early_termination_stops_near_the_predicted_length(peaky_model, search, seed):
+    encoded, ctc = _decode_setup(peaky_model, 160, seed)
+    plain = search.decode(encoded, ctc)
+    early = search.decode(
+        encoded, ctc, DecodingOptions(reference=plain.reference, early_termination=True)
+    )
+    assert early.token_ids == plain.token_ids
+    assert early.num_steps <= max(plain.num_steps, len(plain.token_ids) + 5 + 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ctc_leap_reuses_pilot_variables_without_changing_the_result(peaky_model, search, seed):
+    encoded, ctc = _decode_setup(peaky_model, 160, seed)
+    plain = search.decode(encoded, ctc)
+    options = DecodingOptions(
+        reference=plain.reference, beam_collapse=True, ctc_leap=True, ctc_leap_ratio=1.0
+    )
+    leapt = search.decode(encoded, ctc, options)
+    collapsed_only = search.decode(
+        encoded, ctc, DecodingOptions(reference=plain.reference, beam_collapse=True)
+    )
+    # With q = 1 and the pilot's own encoder output, the reused variables are exact.
+    assert leapt.token_ids == collapsed_only.token_ids
+    assert leapt.score == pytest.approx(collapsed_only.score, abs=1e-3)
+    assert leapt.num_ctc_frame_updates < collapsed_only.num_ctc_frame_updates
+
+
+def test_pilot_reference_from_partial_input_drives_all_optimisations(peaky_model, search):
+    encoded, ctc = _decode_setup(peaky_model, 200, 7)
+    pilot = search.decode(encoded[:, :30], ctc[:30], DecodingOptions(beam_size=3, max_tokens=15))
+    assert pilot.reference.num_frames == 30 and len(pilot.reference.tokens) <= 15
+    plain = search.decode(encoded, ctc)
+    everything = search.decode(
+        encoded,
+        ctc,
+        DecodingOptions(
+            reference=pilot.reference, beam_collapse=True, early_termination=True, ctc_leap=True
+        ),
+    )
+    assert len(everything.token_ids) > 0
+    assert everything.num_ctc_frame_updates <= plain.num_ctc_frame_updates
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_diverging_reference_falls_back_to_the_full_beam(peaky_model, search, seed):
+    encoded, ctc = _decode_setup(peaky_model, 160, seed)
+    plain = search.decode(encoded, ctc)
+    unused = [t for t in range(2, TINY.vocab_size - 1) if t not in plain.token_ids]
+    bogus = type(plain.reference)(tuple(unused[:8]), plain.reference.ctc_states[:0], 160)
+    options = DecodingOptions(reference=bogus, beam_collapse=True, ctc_leap=True)
+    diverged = search.decode(encoded, ctc, options)
+    assert diverged.token_ids == plain.token_ids
+    assert diverged.collapsed_steps == 0
+    # Agreeing on the first token only collapses once; after the divergence the full beam
+    # expands again (the result may differ: collapse keeps only the best first hypothesis).
+    first = search.decode(encoded, ctc, DecodingOptions(max_tokens=1)).token_ids[0]
+    early = (first, *unused[:8])
+    options = DecodingOptions(
+        reference=type(plain.reference)(early, (), 160), beam_collapse=True, realign_lookahead=0
+    )
+    once = search.decode(encoded, ctc, options)
+    assert once.collapsed_steps >= 1 and len(once.token_ids) > 0
+    assert once.num_hypothesis_evaluations > once.num_steps + 2  # the full beam came back
+
+
+def test_realignment_recovers_from_a_token_the_pilot_added(peaky_model, search):
+    encoded, ctc = _decode_setup(peaky_model, 160, 0)
+    plain = search.decode(encoded, ctc)
+    extra = next(t for t in range(2, TINY.vocab_size - 1) if t not in plain.token_ids)
+    shifted = (*plain.token_ids[:2], extra, *plain.token_ids[2:])
+    reference = type(plain.reference)(shifted, (), 160)
+    strict = search.decode(encoded, ctc, DecodingOptions(reference=reference, beam_collapse=True))
+    realigned = search.decode(
+        encoded, ctc, DecodingOptions(reference=reference, beam_collapse=True, realign_lookahead=1)
+    )
+    assert strict.collapsed_steps >= 2  # the two tokens before the inserted one
+    assert realigned.collapsed_steps > strict.collapsed_steps
+    assert realigned.score >= plain.score - 1e-3
