@@ -67,3 +67,43 @@ def tiny_corpus(tmp_path):
             lines.append(json.dumps(slurp_record(i, WORDS[i % 4], "iot", "x", [name])) + "\n")
         (tmp_path / f"{split}.jsonl").write_text("".join(lines))
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """A tiny random device model, exported the way shipped models are: (torch model, dir)."""
+    torch = pytest.importorskip("torch")
+    from device.frontend import NUM_MEL_BINS, GlobalCmvn
+    from models.asr_model import LateContextModel, ModelConfig
+    from models.export import round_weights_to_float16, write_model_dir
+    from models.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("tiny-model")
+    sentences = [
+        "wake me up at eight am",
+        "play some jazz music",
+        "what is the weather like",
+        "turn off the kitchen lights",
+        "set an alarm for tomorrow morning",
+    ] * 20
+    tokenizer = train_tokenizer(sentences, root / "sp", 38)  # + sos/eos = 39 < vocab 40
+    GlobalCmvn(np.zeros(NUM_MEL_BINS), np.ones(NUM_MEL_BINS)).save(root / "cmvn.npz")
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=40,
+        subsampling_channels=16,
+        d_model=64,
+        attention_heads=2,
+        ffn_units=128,
+        num_conv_blocks=2,
+        num_attention_blocks=1,
+        conv_kernel=7,
+        decoder_ffn_units=128,
+    )
+    model = LateContextModel(config).eval()
+    with torch.no_grad():  # peaky outputs, so that searches have clear winners
+        model.ctc.ctc_lo.weight.mul_(8)
+        model.decoder.output_layer.weight.mul_(8)
+    round_weights_to_float16(model)
+    write_model_dir(model, tokenizer, root / "cmvn.npz", root / "model")
+    return model, root / "model"

@@ -7,6 +7,7 @@ DEVICE_MODULES = [
     "device.frontend",
     "device.model",
     "device.encoder",
+    "device.engine",
     "device.decoding",
     "device.ctc_prefix",
     "models.tokenizer",

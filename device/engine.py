@@ -1,0 +1,269 @@
+"""The streaming engine: `engine.stream()`, `session.feed(pcm)`, `session.finish()`.
+
+`feed` computes features and the convolution blocks for the new audio only and returns at once.
+Once `first_pilot_s` of audio has arrived, and every `pilot_interval_s` after that, a *pilot*
+decodes the input so far on a worker thread (attention blocks + CTC, narrow beam, token limit,
+each pilot following the previous pilot's output). A pilot that is due while the previous one is
+still running is skipped, so the engine never falls behind real time. `finish` runs the
+attention blocks over the whole input and the full decode, which follows the last pilot's
+output (beam collapse, early termination, CTC leap; PASU §4).
+"""
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import soxr
+
+from device.audio import SAMPLE_RATE_HZ, AudioSource, load_audio
+from device.decoding import BeamSearch, DecodingOptions, DecodingResult, PilotReference
+from device.encoder import StreamingEncoder
+from device.frontend import StreamingFbank
+from device.model import DeviceModel
+from pasu.errors import AudioError, PasuError
+
+FRAME_SHIFT_S = 0.01
+ENCODER_FRAME_S = 0.04
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything that shapes decoding; each PASU optimisation can be switched off."""
+
+    pilots: bool = True
+    first_pilot_s: float = 1.5
+    pilot_interval_s: float = 0.5
+    pilot_beam: int = 3
+    pilot_max_tokens: int = 15
+    incremental_pilots: bool = True  # each pilot follows the previous pilot's output
+    beam_size: int = 5
+    ctc_weight: float = 0.3
+    beam_collapse: bool = True
+    early_termination: bool = True
+    ctc_leap: bool = True
+    ctc_leap_ratio: float = 0.8
+    realign_lookahead: int = 0
+    min_speech_s: float = 0.3
+    max_utterance_s: float = 30.0  # audio beyond this is not ingested (bounded memory)
+    threads: int = 1
+
+    def full_options(self, reference: PilotReference | None) -> DecodingOptions:
+        return DecodingOptions(
+            beam_size=self.beam_size,
+            ctc_weight=self.ctc_weight,
+            reference=reference,
+            beam_collapse=self.beam_collapse,
+            early_termination=self.early_termination,
+            ctc_leap=self.ctc_leap,
+            ctc_leap_ratio=self.ctc_leap_ratio,
+            realign_lookahead=self.realign_lookahead,
+        )
+
+    def pilot_options(self, reference: PilotReference | None) -> DecodingOptions:
+        return replace(
+            self.full_options(reference if self.incremental_pilots else None),
+            beam_size=self.pilot_beam,
+            max_tokens=self.pilot_max_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class PilotRecord:
+    """One pilot: when it started (seconds of audio), what it cost, what it produced."""
+
+    audio_s: float
+    compute_s: float
+    result: DecodingResult
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The result of one utterance."""
+
+    text: str
+    token_ids: list[int]
+    audio_s: float
+    finish_compute_s: float  # compute after the end of speech
+    decode: DecodingResult | None
+    last_pilot: PilotRecord | None
+    pilots_run: int
+    pilots_skipped: int
+    truncated: bool = False
+    note: str = ""
+
+
+@dataclass
+class _PilotState:
+    last: PilotRecord | None = None
+    run: int = 0
+    skipped: int = 0
+    in_flight: Future | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Session:
+    """One utterance being spoken. Cheap to create; not shared between threads."""
+
+    def __init__(self, engine: "Engine"):
+        self._engine = engine
+        self._config = engine.config
+        self._fbank = StreamingFbank(engine.model.cmvn)
+        self._encoder = StreamingEncoder(engine.model)
+        self._resamplers: dict[int, soxr.ResampleStream] = {}
+        self._samples = 0
+        self._next_pilot_s = self._config.first_pilot_s
+        self._pilots = _PilotState()
+        self._result: Transcript | None = None
+        self.truncated = False
+
+    @property
+    def audio_s(self) -> float:
+        return self._samples / SAMPLE_RATE_HZ
+
+    def feed(self, pcm: np.ndarray, sample_rate_hz: int = SAMPLE_RATE_HZ) -> None:
+        """Accept the next piece of audio: mono int16 or float samples at any rate."""
+        if self._result is not None:
+            raise PasuError("feed() after finish(): start a new session for the next utterance")
+        samples = self._to_float(pcm, sample_rate_hz)
+        room = int(self._config.max_utterance_s * SAMPLE_RATE_HZ) - self._samples
+        if len(samples) > room:
+            samples, self.truncated = samples[: max(room, 0)], True
+        if not len(samples):
+            return
+        self._samples += len(samples)
+        self._encoder.accept(self._fbank.accept(samples))
+        self._maybe_start_pilot()
+
+    def _to_float(self, pcm: np.ndarray, sample_rate_hz: int) -> np.ndarray:
+        samples = np.asarray(pcm)
+        if samples.ndim == 2 and 1 in samples.shape:
+            samples = samples.reshape(-1)
+        if samples.ndim != 1:
+            raise AudioError(f"expected mono samples (n,), got shape {samples.shape}")
+        if samples.dtype == np.int16:
+            samples = samples.astype(np.float32) / 32768.0
+        elif samples.dtype.kind == "f":
+            samples = samples.astype(np.float32, copy=False)
+        else:
+            raise AudioError(f"expected int16 or float samples, got {samples.dtype}")
+        if not np.all(np.isfinite(samples)):
+            raise AudioError("audio contains NaN or infinite samples")
+        if sample_rate_hz != SAMPLE_RATE_HZ:
+            if not 1000 <= sample_rate_hz <= 384_000:
+                raise AudioError(f"unsupported sample rate {sample_rate_hz} Hz")
+            if sample_rate_hz not in self._resamplers:
+                self._resamplers[sample_rate_hz] = soxr.ResampleStream(
+                    sample_rate_hz, SAMPLE_RATE_HZ, 1, dtype="float32"
+                )
+            samples = self._resamplers[sample_rate_hz].resample_chunk(samples)
+        return np.clip(samples, -1.0, 1.0)
+
+    def _flush_resamplers(self) -> None:
+        """Resamplers hold back a few milliseconds until they know the stream has ended."""
+        for resampler in self._resamplers.values():
+            tail = resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+            room = int(self._config.max_utterance_s * SAMPLE_RATE_HZ) - self._samples
+            tail = tail[: max(room, 0)]
+            if len(tail):
+                self._samples += len(tail)
+                self._encoder.accept(self._fbank.accept(np.clip(tail, -1.0, 1.0)))
+
+    def _maybe_start_pilot(self) -> None:
+        if not self._config.pilots or self.audio_s < self._next_pilot_s:
+            return
+        while self._next_pilot_s <= self.audio_s:
+            self._next_pilot_s += self._config.pilot_interval_s
+        pilots = self._pilots
+        with pilots.lock:
+            if pilots.in_flight is not None and not pilots.in_flight.done():
+                pilots.skipped += 1
+                return
+            frames = self._encoder.frames.copy()
+            reference = pilots.last.result.reference if pilots.last else None
+            pilots.in_flight = self._engine.pilot_pool.submit(
+                self._run_pilot, frames, self.audio_s, reference
+            )
+
+    def _run_pilot(
+        self, frames: np.ndarray, audio_s: float, reference: PilotReference | None
+    ) -> None:
+        started = time.perf_counter()
+        encoded, ctc_log_probs = self._engine.model.encoder_top(frames)
+        result = self._engine.search.decode(
+            encoded, ctc_log_probs, self._config.pilot_options(reference)
+        )
+        record = PilotRecord(audio_s, time.perf_counter() - started, result)
+        with self._pilots.lock:
+            self._pilots.last = record
+            self._pilots.run += 1
+
+    def finish(self) -> Transcript:
+        """End of speech: decode everything heard, following the last pilot's output."""
+        if self._result is not None:
+            return self._result
+        started = time.perf_counter()
+        self._flush_resamplers()
+        with self._pilots.lock:
+            last = self._pilots.last  # a pilot still running is not waited for
+            run, skipped = self._pilots.run, self._pilots.skipped
+        if self.audio_s < self._config.min_speech_s or self._encoder.num_frames == 0:
+            self._result = Transcript(
+                "",
+                [],
+                self.audio_s,
+                time.perf_counter() - started,
+                None,
+                last,
+                run,
+                skipped,
+                self.truncated,
+                note=f"shorter than {self._config.min_speech_s} s",
+            )
+            return self._result
+        encoded, ctc_log_probs = self._encoder.contextualize()
+        reference = last.result.reference if last else None
+        decode = self._engine.search.decode(
+            encoded, ctc_log_probs, self._config.full_options(reference)
+        )
+        text = self._engine.model.tokenizer.decode(decode.token_ids)
+        self._result = Transcript(
+            text,
+            decode.token_ids,
+            self.audio_s,
+            time.perf_counter() - started,
+            decode,
+            last,
+            run,
+            skipped,
+            self.truncated,
+            note="truncated" if self.truncated else "",
+        )
+        return self._result
+
+
+class Engine:
+    """Loads a device model once; hands out cheap per-utterance sessions."""
+
+    def __init__(self, model_dir: Path | str, config: EngineConfig = EngineConfig()):
+        self.config = config
+        self.model = DeviceModel(model_dir, threads=config.threads)
+        self.search = BeamSearch(self.model.decoder_step, self.model.sos_eos_id)
+        self.pilot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pasu-pilot")
+
+    def stream(self) -> Session:
+        return Session(self)
+
+    def understand_audio(self, utterance: AudioSource, chunk_s: float = 0.1) -> Transcript:
+        """Replay a whole utterance through a session in `chunk_s` pieces, as fast as possible."""
+        samples = utterance if isinstance(utterance, np.ndarray) else load_audio(utterance)
+        session = self.stream()
+        step = max(int(chunk_s * SAMPLE_RATE_HZ), 1)
+        for start in range(0, len(samples), step):
+            session.feed(samples[start : start + step])
+        return session.finish()
+
+    def close(self) -> None:
+        self.pilot_pool.shutdown(wait=True)

@@ -1,0 +1,126 @@
+import numpy as np
+import pytest
+import soundfile as sf
+
+from device.decoding import BeamSearch
+from device.encoder import StreamingEncoder
+from device.engine import Engine, EngineConfig
+from device.frontend import compute_fbank
+from pasu.errors import AudioError, PasuError
+
+PLAIN = EngineConfig(pilots=False, beam_collapse=False, early_termination=False, ctc_leap=False)
+
+
+def _audio(seconds: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    return (
+        0.2 * np.sin(2 * np.pi * 300 * t * (1 + 0.3 * np.sin(t)))
+        + 0.02 * rng.standard_normal(t.size)
+    ).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model):
+    engine = Engine(tiny_model[1], PLAIN)
+    yield engine
+    engine.close()
+
+
+def test_streamed_session_equals_plain_beam_search_on_the_whole_utterance(engine):
+    audio = _audio(2.5)
+    session = engine.stream()
+    for piece in np.array_split(audio, 17):
+        session.feed(piece)
+    result = session.finish()
+    encoder = StreamingEncoder(engine.model)
+    encoder.accept(compute_fbank(audio, engine.model.cmvn))
+    expected = BeamSearch(engine.model.decoder_step, engine.model.sos_eos_id).decode(
+        *encoder.contextualize()
+    )
+    assert result.token_ids == expected.token_ids
+    assert result.audio_s == pytest.approx(2.5)
+    assert result.text == engine.model.tokenizer.decode(expected.token_ids)
+
+
+def test_finish_twice_returns_the_same_result_and_feed_after_finish_is_refused(engine):
+    session = engine.stream()
+    session.feed(_audio(1.0))
+    first = session.finish()
+    assert session.finish() is first
+    with pytest.raises(PasuError, match="after finish"):
+        session.feed(_audio(0.1))
+
+
+def test_pilots_run_during_ingestion_and_feed_the_full_decode(tiny_model):
+    engine = Engine(tiny_model[1], EngineConfig(first_pilot_s=1.0, pilot_interval_s=0.5))
+    session = engine.stream()
+    audio = _audio(3.0)
+    for start in range(0, len(audio), 1600):  # 0.1 s pieces, letting each pilot finish
+        session.feed(audio[start : start + 1600])
+        if session._pilots.in_flight is not None:
+            session._pilots.in_flight.result()
+    result = session.finish()
+    engine.close()
+    assert result.pilots_run == 5 and result.pilots_skipped == 0  # at 1.0, 1.5, ..., 3.0 s
+    assert result.last_pilot.audio_s == pytest.approx(3.0)
+    assert len(result.last_pilot.result.token_ids) <= 15
+    assert result.decode.num_decoder_calls >= 1
+
+
+def test_a_busy_pilot_is_skipped_rather_than_queued(tiny_model):
+    engine = Engine(tiny_model[1], EngineConfig(first_pilot_s=0.5, pilot_interval_s=0.1))
+    session = engine.stream()
+    audio = _audio(3.0)
+    for start in range(0, len(audio), 1600):
+        session.feed(audio[start : start + 1600])  # as fast as possible: pilots cannot keep up
+    result = session.finish()
+    engine.close()
+    assert result.pilots_skipped > 0
+    assert result.pilots_run + result.pilots_skipped <= 26
+
+
+@pytest.mark.parametrize(
+    ("pcm", "message"),
+    [
+        (np.array([0.1, np.nan, 0.2], np.float32), "NaN or infinite"),
+        (np.zeros((1600, 2), np.float32), "mono"),
+        (np.zeros(1600, np.int32), "int16 or float"),
+    ],
+)
+def test_bad_samples_are_clear_errors(engine, pcm, message):
+    with pytest.raises(AudioError, match=message):
+        engine.stream().feed(pcm)
+
+
+def test_empty_and_very_short_audio_give_an_empty_result_with_a_reason(engine):
+    assert engine.stream().finish().note.startswith("shorter than")
+    session = engine.stream()
+    session.feed(_audio(0.2))
+    result = session.finish()
+    assert result.text == "" and "shorter than 0.3 s" in result.note
+
+
+def test_other_rates_and_int16_are_accepted(engine):
+    session = engine.stream()
+    audio = _audio(1.5)
+    eight_khz = (audio[::2] * 32767).astype(np.int16)
+    for piece in np.array_split(eight_khz, 5):
+        session.feed(piece, sample_rate_hz=8000)
+    assert session.finish().audio_s == pytest.approx(1.5, abs=0.01)
+
+
+def test_long_audio_is_truncated_to_the_configured_maximum(tiny_model):
+    engine = Engine(tiny_model[1], EngineConfig(pilots=False, max_utterance_s=2.0))
+    session = engine.stream()
+    for _ in range(5):
+        session.feed(_audio(1.0))
+    result = session.finish()
+    assert result.truncated and result.audio_s == pytest.approx(2.0)
+
+
+def test_understand_audio_replays_a_file(engine, tmp_path):
+    path = tmp_path / "clip.flac"
+    sf.write(path, _audio(1.2), 16000)
+    result = engine.understand_audio(path)
+    assert result.audio_s == pytest.approx(1.2, abs=0.01) and isinstance(result.text, str)
