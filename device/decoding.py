@@ -17,6 +17,7 @@ that speedups are measured against what an ESPnet user gets. Given a pilot's out
 """
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -142,6 +143,7 @@ class BeamSearch:
         encoded: np.ndarray,
         ctc_log_probs: np.ndarray,
         options: DecodingOptions = DecodingOptions(),
+        cancel: threading.Event | None = None,
     ) -> DecodingResult:
         num_frames = ctc_log_probs.shape[0]
         if num_frames == 0:
@@ -165,6 +167,8 @@ class BeamSearch:
         ended: list[Hypothesis] = []
         decoder_calls = steps = collapsed = evaluations = 0
         for step in range(max_length):
+            if cancel is not None and cancel.is_set():
+                break  # a pilot overtaken by the end of speech: its result will not be used
             steps += 1
             evaluations += len(running)
             survivors = self._expand(running, encoded, ctc, step, options)

@@ -11,8 +11,9 @@ output (beam collapse, early termination, CTC leap; PASU §4).
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -95,19 +96,46 @@ class Transcript:
     note: str = ""
 
 
-@dataclass
-class _PilotState:
-    last: PilotRecord | None = None
-    run: int = 0
-    skipped: int = 0
-    in_flight: Future | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+# Runs one pilot given the previous pilot's reference; None when overtaken by the end of speech.
+PilotJob = Callable[[PilotReference | None], "PilotRecord | None"]
+
+
+class ThreadedPilots:
+    """Live scheduling: pilots run on the engine's worker thread; a pilot that is due while the
+    previous one still runs is skipped, so ingestion never waits and never falls behind."""
+
+    def __init__(self, pool: ThreadPoolExecutor):
+        self._pool = pool
+        self._lock = threading.Lock()
+        self.last: PilotRecord | None = None
+        self.run = self.skipped = 0
+        self.in_flight: Future | None = None
+
+    def due(self, job: PilotJob) -> None:
+        with self._lock:
+            if self.in_flight is not None and not self.in_flight.done():
+                self.skipped += 1
+                return
+            reference = self.last.result.reference if self.last else None
+            self.in_flight = self._pool.submit(self._run, job, reference)
+
+    def _run(self, job: PilotJob, reference: PilotReference | None) -> None:
+        record = job(reference)
+        if record is None:
+            return
+        with self._lock:
+            self.last, self.run = record, self.run + 1
+
+    def settle(self) -> tuple[PilotRecord | None, int, int]:
+        """At the end of speech: the last finished pilot (one still running is not waited for)."""
+        with self._lock:
+            return self.last, self.run, self.skipped
 
 
 class Session:
     """One utterance being spoken. Cheap to create; not shared between threads."""
 
-    def __init__(self, engine: "Engine"):
+    def __init__(self, engine: "Engine", pilots=None):
         self._engine = engine
         self._config = engine.config
         self._fbank = StreamingFbank(engine.model.cmvn)
@@ -115,8 +143,9 @@ class Session:
         self._resamplers: dict[int, soxr.ResampleStream] = {}
         self._samples = 0
         self._next_pilot_s = self._config.first_pilot_s
-        self._pilots = _PilotState()
+        self._pilots = pilots if pilots is not None else ThreadedPilots(engine.pilot_pool)
         self._result: Transcript | None = None
+        self._end_of_speech = threading.Event()  # cancels a pilot still running at finish()
         self.truncated = False
 
     @property
@@ -176,39 +205,28 @@ class Session:
             return
         while self._next_pilot_s <= self.audio_s:
             self._next_pilot_s += self._config.pilot_interval_s
-        pilots = self._pilots
-        with pilots.lock:
-            if pilots.in_flight is not None and not pilots.in_flight.done():
-                pilots.skipped += 1
-                return
-            frames = self._encoder.frames.copy()
-            reference = pilots.last.result.reference if pilots.last else None
-            pilots.in_flight = self._engine.pilot_pool.submit(
-                self._run_pilot, frames, self.audio_s, reference
-            )
+        frames, audio_s = self._encoder.frames.copy(), self.audio_s
+        self._pilots.due(lambda reference: self._run_pilot(frames, audio_s, reference))
 
     def _run_pilot(
         self, frames: np.ndarray, audio_s: float, reference: PilotReference | None
-    ) -> None:
+    ) -> PilotRecord | None:
         started = time.perf_counter()
         encoded, ctc_log_probs = self._engine.model.encoder_top(frames)
-        result = self._engine.search.decode(
-            encoded, ctc_log_probs, self._config.pilot_options(reference)
-        )
-        record = PilotRecord(audio_s, time.perf_counter() - started, result)
-        with self._pilots.lock:
-            self._pilots.last = record
-            self._pilots.run += 1
+        options = self._config.pilot_options(reference)
+        result = self._engine.search.decode(encoded, ctc_log_probs, options, self._end_of_speech)
+        if self._end_of_speech.is_set():
+            return None  # cut short: never a reference
+        return PilotRecord(audio_s, time.perf_counter() - started, result)
 
     def finish(self) -> Transcript:
         """End of speech: decode everything heard, following the last pilot's output."""
         if self._result is not None:
             return self._result
         started = time.perf_counter()
+        self._end_of_speech.set()
         self._flush_resamplers()
-        with self._pilots.lock:
-            last = self._pilots.last  # a pilot still running is not waited for
-            run, skipped = self._pilots.run, self._pilots.skipped
+        last, run, skipped = self._pilots.settle()
         if self.audio_s < self._config.min_speech_s or self._encoder.num_frames == 0:
             self._result = Transcript(
                 "",
@@ -253,8 +271,9 @@ class Engine:
         self.search = BeamSearch(self.model.decoder_step, self.model.sos_eos_id)
         self.pilot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pasu-pilot")
 
-    def stream(self) -> Session:
-        return Session(self)
+    def stream(self, pilots=None) -> Session:
+        """A new utterance; `pilots` replaces the live pilot scheduler (virtual-clock replay)."""
+        return Session(self, pilots)
 
     def understand_audio(self, utterance: AudioSource, chunk_s: float = 0.1) -> Transcript:
         """Replay a whole utterance through a session in `chunk_s` pieces, as fast as possible."""

@@ -124,3 +124,30 @@ def test_understand_audio_replays_a_file(engine, tmp_path):
     sf.write(path, _audio(1.2), 16000)
     result = engine.understand_audio(path)
     assert result.audio_s == pytest.approx(1.2, abs=0.01) and isinstance(result.text, str)
+
+
+def test_virtual_clock_replay_schedules_pilots_like_real_time(tiny_model):
+    from device.latency import replay_virtual
+
+    engine = Engine(tiny_model[1], EngineConfig(first_pilot_s=1.5, pilot_interval_s=0.5))
+    result, latency = replay_virtual(engine, _audio(3.2))
+    engine.close()
+    # a tiny model keeps up: pilots at 1.5, 2.0, 2.5, 3.0 s, none skipped
+    assert (latency.pilots_run, latency.pilots_skipped) == (4, 0)
+    assert result.last_pilot.audio_s == pytest.approx(3.0)
+    assert latency.total_ms == pytest.approx(
+        latency.waiting_for_ingestion_ms + latency.finish_compute_ms
+    )
+    assert latency.finish_compute_ms > 0
+
+
+@pytest.mark.slow
+def test_virtual_and_real_time_latency_agree_within_15_percent(tiny_model):
+    from device.latency import replay_realtime, replay_virtual
+
+    engine = Engine(tiny_model[1], EngineConfig(first_pilot_s=1.5, pilot_interval_s=0.5))
+    audio = [_audio(2.0 + 0.5 * i, seed=i) for i in range(4)]
+    virtual = sum(replay_virtual(engine, a)[1].total_ms for a in audio)
+    real = sum(replay_realtime(engine, a)[1].total_ms for a in audio)
+    engine.close()
+    assert abs(virtual - real) <= 0.15 * real, (virtual, real)

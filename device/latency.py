@@ -1,0 +1,131 @@
+"""User-perceived latency: the time from the last sample of speech to the result.
+
+Two ways to replay an utterance through a session, in `chunk_s` pieces:
+
+- `replay_realtime`: audio is fed at 1× speed (sleeping between pieces), pilots run on the live
+  worker thread, and the wall clock measures latency. Slow: each utterance takes its duration.
+- `replay_virtual`: as fast as the machine goes, while laying every step's measured compute on
+  the timeline that 1× replay would have had: piece k arrives at (k+1)·chunk_s; ingestion works
+  through pieces in order on one core; a pilot that falls due starts when its piece has been
+  ingested, on the other core, unless the previous pilot is still running (then it is skipped,
+  as live); the end-of-speech decode starts when the last piece has been ingested and follows
+  the last pilot finished by then. Used for large evaluations.
+"""
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from device.audio import SAMPLE_RATE_HZ
+from device.decoding import PilotReference
+from device.engine import Engine, PilotJob, PilotRecord, Transcript
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Where the time after the end of speech went (milliseconds)."""
+
+    total_ms: float  # end of speech -> result
+    waiting_for_ingestion_ms: float  # ingestion still catching up at the end of speech
+    finish_compute_ms: float  # attention blocks + full decode
+    pilots_run: int
+    pilots_skipped: int
+
+
+class SimulatedPilots:
+    """Pilot scheduling on the virtual timeline: decisions follow simulated, not real, time."""
+
+    def __init__(self):
+        self.now_s = 0.0  # virtual time at which the current piece finished ingesting
+        self.worker_free_at_s = 0.0
+        self.finished: list[tuple[float, PilotRecord]] = []  # (virtual end, record)
+        self.pending: PilotJob | None = None
+        self.run = self.skipped = 0
+
+    def due(self, job: PilotJob) -> None:
+        self.pending = job  # run by `run_pending` once this piece's ingestion time is known
+
+    def _last_finished_by(self, time_s: float) -> PilotRecord | None:
+        done = [record for end, record in self.finished if end <= time_s]
+        return done[-1] if done else None
+
+    def run_pending(self) -> None:
+        if self.pending is None:
+            return
+        job, self.pending = self.pending, None
+        if self.now_s < self.worker_free_at_s:
+            self.skipped += 1
+            return
+        last = self._last_finished_by(self.now_s)
+        reference: PilotReference | None = last.result.reference if last else None
+        record = job(reference)
+        if record is None:
+            return
+        self.worker_free_at_s = self.now_s + record.compute_s
+        self.finished.append((self.worker_free_at_s, record))
+        self.run += 1
+
+    def settle(self) -> tuple[PilotRecord | None, int, int]:
+        return self._last_finished_by(self.now_s), self.run, self.skipped
+
+
+def _pieces(samples: np.ndarray, chunk_s: float) -> list[np.ndarray]:
+    step = max(int(chunk_s * SAMPLE_RATE_HZ), 1)
+    return [samples[i : i + step] for i in range(0, len(samples), step)]
+
+
+def replay_virtual(
+    engine: Engine, samples: np.ndarray, chunk_s: float = 0.1
+) -> tuple[Transcript, Latency]:
+    """Replay as fast as possible; latency as a 1× replay on two cores would have seen it."""
+    pilots = SimulatedPilots()
+    session = engine.stream(pilots=pilots)
+    ingest_free_at_s = arrival_s = 0.0
+    for piece in _pieces(samples, chunk_s):
+        arrival_s += len(piece) / SAMPLE_RATE_HZ
+        started = time.perf_counter()
+        session.feed(piece)
+        compute_s = time.perf_counter() - started
+        ingest_free_at_s = max(arrival_s, ingest_free_at_s) + compute_s
+        pilots.now_s = ingest_free_at_s
+        pilots.run_pending()
+    end_of_speech_s = arrival_s
+    finish_start_s = max(end_of_speech_s, ingest_free_at_s)
+    pilots.now_s = finish_start_s
+    result = session.finish()
+    waiting_s = finish_start_s - end_of_speech_s
+    latency = Latency(
+        1000 * (waiting_s + result.finish_compute_s),
+        1000 * waiting_s,
+        1000 * result.finish_compute_s,
+        result.pilots_run,
+        result.pilots_skipped,
+    )
+    return result, latency
+
+
+def replay_realtime(
+    engine: Engine, samples: np.ndarray, chunk_s: float = 0.1
+) -> tuple[Transcript, Latency]:
+    """Feed at 1× speed with live pilots; latency on the wall clock."""
+    session = engine.stream()
+    started = time.perf_counter()
+    arrival_s = 0.0
+    for piece in _pieces(samples, chunk_s):
+        arrival_s += len(piece) / SAMPLE_RATE_HZ
+        delay = started + arrival_s - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        session.feed(piece)
+    end_of_speech = started + arrival_s
+    behind_s = max(time.perf_counter() - end_of_speech, 0.0)
+    result = session.finish()
+    total_s = time.perf_counter() - end_of_speech
+    return result, Latency(
+        1000 * total_s,
+        1000 * behind_s,
+        1000 * result.finish_compute_s,
+        result.pilots_run,
+        result.pilots_skipped,
+    )
