@@ -25,8 +25,9 @@ import numpy as np
 
 from device.ctc_prefix import BLANK, CtcPrefixScorer
 
-# A decoder step: (tokens (B, L) starting with sos, encoded (1, T, d)) -> log-probs (B, V).
-DecoderStep = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# A decoder step: (tokens (B, L) starting with sos, memory) -> log-probs (B, V), where memory
+# is whatever the step needs from the encoder output (the device: cross-attention keys, values).
+DecoderStep = Callable[[np.ndarray, object], np.ndarray]
 
 END_DETECT_LENGTHS = 3
 END_DETECT_MARGIN = -10.0
@@ -132,7 +133,7 @@ def predicted_length(reference: PilotReference, num_frames: int, slack: int) -> 
 
 
 class BeamSearch:
-    """Decodes one utterance's encoder output with a decoder step and CTC prefix scores."""
+    """Decodes one utterance: a decoder step over its `memory` plus CTC prefix scores."""
 
     def __init__(self, decoder_step: DecoderStep, sos_eos_id: int):
         self.decoder_step = decoder_step
@@ -140,7 +141,7 @@ class BeamSearch:
 
     def decode(
         self,
-        encoded: np.ndarray,
+        memory: object,
         ctc_log_probs: np.ndarray,
         options: DecodingOptions = DecodingOptions(),
         cancel: threading.Event | None = None,
@@ -171,7 +172,7 @@ class BeamSearch:
                 break  # a pilot overtaken by the end of speech: its result will not be used
             steps += 1
             evaluations += len(running)
-            survivors = self._expand(running, encoded, ctc, step, options)
+            survivors = self._expand(running, memory, ctc, step, options)
             decoder_calls += 1
             if step == max_length - 1:
                 for hypothesis in survivors:
@@ -211,14 +212,14 @@ class BeamSearch:
     def _expand(
         self,
         running: list[Hypothesis],
-        encoded: np.ndarray,
+        memory: object,
         ctc: CtcPrefixScorer,
         step: int,
         options: DecodingOptions,
     ) -> list[Hypothesis]:
         """One step: the top `beam` extensions of the running hypotheses, best first."""
         tokens = np.array([h.tokens for h in running], np.int64)
-        decoder_log_probs = self.decoder_step(tokens, encoded)
+        decoder_log_probs = self.decoder_step(tokens, memory)
         weighted = np.float32(1.0 - options.ctc_weight) * decoder_log_probs
         pre_beam = int(options.pre_beam_ratio * options.beam_size)
         candidates = np.argpartition(-weighted, pre_beam - 1, axis=1)[:, :pre_beam]

@@ -214,7 +214,8 @@ class Session:
         started = time.perf_counter()
         encoded, ctc_log_probs = self._engine.model.encoder_top(frames)
         options = self._config.pilot_options(reference)
-        result = self._engine.search.decode(encoded, ctc_log_probs, options, self._end_of_speech)
+        memory = self._engine.model.decoder_memory(encoded)
+        result = self._engine.search.decode(memory, ctc_log_probs, options, self._end_of_speech)
         if self._end_of_speech.is_set():
             return None  # cut short: never a reference
         return PilotRecord(audio_s, time.perf_counter() - started, result)
@@ -244,7 +245,9 @@ class Session:
         encoded, ctc_log_probs = self._encoder.contextualize()
         reference = last.result.reference if last else None
         decode = self._engine.search.decode(
-            encoded, ctc_log_probs, self._config.full_options(reference)
+            self._engine.model.decoder_memory(encoded),
+            ctc_log_probs,
+            self._config.full_options(reference),
         )
         text = self._engine.model.tokenizer.decode(decode.token_ids)
         self._result = Transcript(

@@ -11,7 +11,7 @@ from device.frontend import GlobalCmvn
 from models.tokenizer import Tokenizer
 from pasu.errors import ConfigError
 
-GRAPHS = ("conv_stack", "encoder_top", "decoder_step")
+GRAPHS = ("conv_stack", "encoder_top", "decoder_memory", "decoder_step")
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,15 @@ class DeviceModel:
         )
         return encoded, ctc_log_probs[0]
 
-    def decoder_step(self, tokens: np.ndarray, encoded: np.ndarray) -> np.ndarray:
+    def decoder_memory(self, encoded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cross-attention keys and values for one utterance, computed once per decode."""
+        keys, values = self._sessions["decoder_memory"].run(None, {"encoded": encoded})
+        return keys, values
+
+    def decoder_step(self, tokens: np.ndarray, memory: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """Next-token log-probs (B, vocab) for B hypotheses `tokens` (B, L) starting with sos."""
         (log_probs,) = self._sessions["decoder_step"].run(
-            None, {"tokens": tokens.astype(np.int64, copy=False), "encoded": encoded}
+            None,
+            {"tokens": tokens.astype(np.int64, copy=False), "keys": memory[0], "values": memory[1]},
         )
         return log_probs

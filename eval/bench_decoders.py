@@ -65,7 +65,7 @@ def run(
         encoder = StreamingEncoder(device)
         encoder.accept(features)
         encoded, ctc_log_probs = encoder.contextualize()
-        result = ours.decode(encoded, ctc_log_probs)
+        result = ours.decode(device.decoder_memory(encoded), ctc_log_probs)
         ours_s = time.perf_counter() - started
 
         rows.append(

@@ -5,16 +5,19 @@
   returns m new `frames` (1, m, d) and the new `caches`. Runs while the user speaks.
 - `encoder_top.onnx`: attention blocks + CTC over all ingested `frames` (1, T, d); returns
   `encoded` (1, T, d) and `ctc_log_probs` (1, T, vocab). Runs per pilot and after the end.
+- `decoder_memory.onnx`: the cross-attention keys and values of the decoder (layers, 1, heads,
+  T, d_k) from `encoded`, once per decode (recomputing them every step was ~90 % of a step).
 - `decoder_step.onnx`: the transformer decoder for a batch of hypotheses `tokens` (B, L)
-  (starting with `<sos>`) against one utterance's `encoded` (1, T, d); returns the next-token
+  (starting with `<sos>`) against those `keys` and `values`; returns the next-token
   `log_probs` (B, vocab). No self-attention cache: at command lengths (L ≤ ~30, one layer)
-  recomputing is cheap; the streaming engine issue measures whether a cache pays off.
+  recomputing the short token history is cheap.
 
 A model directory also holds the tokenizer, CMVN and `config.json`, and is all the device needs.
 """
 
 import copy
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -55,16 +58,53 @@ class EncoderTopGraph(torch.nn.Module):
         return encoded, self.model.ctc.log_softmax(encoded)
 
 
+class DecoderMemoryGraph(torch.nn.Module):
+    """Cross-attention keys and values of every decoder layer, computed once per decode."""
+
+    def __init__(self, model: LateContextModel):
+        super().__init__()
+        self.layers = model.decoder.decoders
+
+    def forward(self, encoded: torch.Tensor):
+        keys, values = [], []
+        for layer in self.layers:
+            attention = layer.src_attn
+            _, k, v = attention.forward_qkv(encoded[:, :1], encoded, encoded)
+            keys.append(k)
+            values.append(v)
+        return torch.stack(keys), torch.stack(values)  # (layers, 1, heads, T, d_k)
+
+
 class DecoderStepGraph(torch.nn.Module):
+    """Next-token log-probs for B hypotheses against precomputed cross-attention memory."""
+
     def __init__(self, model: LateContextModel):
         super().__init__()
         self.decoder = model.decoder
 
-    def forward(self, tokens: torch.Tensor, encoded: torch.Tensor):
+    def forward(self, tokens: torch.Tensor, keys: torch.Tensor, values: torch.Tensor):
+        decoder = self.decoder
         mask = subsequent_mask(tokens.size(1), device=tokens.device).unsqueeze(0)
-        memory = encoded.expand(tokens.size(0), -1, -1)
-        log_probs, _ = self.decoder.forward_one_step(tokens, mask, memory, cache=None)
-        return log_probs
+        x = decoder.embed(tokens)
+        for index, layer in enumerate(decoder.decoders):
+            t = layer.norm1(x)
+            x = x + layer.self_attn(t, t, t, mask)
+            x = x + self._cross_attention(
+                layer.src_attn, layer.norm2(x), keys[index], values[index]
+            )
+            x = x + layer.feed_forward(layer.norm3(x))
+        last = decoder.after_norm(x[:, -1])
+        return torch.log_softmax(decoder.output_layer(last), dim=-1)
+
+    @staticmethod
+    def _cross_attention(attention, query, keys, values):
+        batch = query.size(0)
+        q = attention.linear_q(query).view(batch, -1, attention.h, attention.d_k).transpose(1, 2)
+        q = attention.q_norm(q)
+        scores = torch.matmul(q, keys.transpose(-2, -1)) / math.sqrt(attention.d_k)
+        context = torch.matmul(torch.softmax(scores, dim=-1), values)  # keys broadcast over B
+        context = context.transpose(1, 2).reshape(batch, -1, attention.h * attention.d_k)
+        return attention.linear_out(context)
 
 
 def _export(module: torch.nn.Module, args: tuple, path: Path, inputs: dict, outputs: dict) -> None:
@@ -143,18 +183,27 @@ def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool 
             {"frames": {1: "frames"}},
             {"encoded": {1: "frames"}, "ctc_log_probs": {1: "frames"}},
         )
+        keys, values = DecoderMemoryGraph(model)(torch.randn(1, 40, config.d_model))
+        _export(
+            DecoderMemoryGraph(model),
+            (torch.randn(1, 40, config.d_model),),
+            out_dir / "decoder_memory.onnx",
+            {"encoded": {1: "frames"}},
+            {"keys": {3: "frames"}, "values": {3: "frames"}},
+        )
         _export(
             DecoderStepGraph(model),
-            (
-                torch.full((3, 4), config.vocab_size - 1, dtype=torch.long),
-                torch.randn(1, 40, config.d_model),
-            ),
+            (torch.full((3, 4), config.vocab_size - 1, dtype=torch.long), keys, values),
             out_dir / "decoder_step.onnx",
-            {"tokens": {0: "hypotheses", 1: "length"}, "encoded": {1: "frames"}},
+            {
+                "tokens": {0: "hypotheses", 1: "length"},
+                "keys": {3: "frames"},
+                "values": {3: "frames"},
+            },
             {"log_probs": {0: "hypotheses"}},
         )
     if float16_weights:
-        for name in ("conv_stack", "encoder_top", "decoder_step"):
+        for name in ("conv_stack", "encoder_top", "decoder_memory", "decoder_step"):
             store_weights_as_float16(out_dir / f"{name}.onnx")
 
 

@@ -50,7 +50,7 @@ def test_onnx_decoder_step_matches_torch_for_any_batch_and_length(exported):
     for batch, length in ((1, 1), (5, 7)):
         tokens = np.random.default_rng(batch).integers(2, 38, (batch, length))
         tokens[:, 0] = sos
-        log_probs = device.decoder_step(tokens, encoded)
+        log_probs = device.decoder_step(tokens, device.decoder_memory(encoded))
         with torch.no_grad():
             memory = torch.from_numpy(encoded).expand(batch, -1, -1)
             expected, _ = model.decoder.batch_score(
