@@ -141,6 +141,28 @@ def cmd_bench_decoders(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_model_card(args: argparse.Namespace) -> int:
+    from eval.device_eval import evaluate
+    from models.card import write_model_card
+    from models.train import default_run_dir
+
+    model_dir = Path(args.model)
+    run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
+    data_dir = Path(args.data).expanduser() if args.data else slurp_tts_dir()
+    intent = Path(args.intent) if args.intent else None
+    accuracy = [
+        evaluate(model_dir, data_dir, split, args.limit, intent).to_dict() for split in args.splits
+    ]
+    command = (
+        "pasu " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("pasu") else "pasu model-card"
+    )
+    card = write_model_card(
+        model_dir, run_dir / f"{args.checkpoint}.pt", run_dir, accuracy, command, args.notes or ""
+    )
+    print((model_dir / "MODEL_CARD.md").read_text())
+    return 0 if card else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pasu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -198,6 +220,20 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="device model directory to write")
     export.add_argument("--torch-out", help="also save float16 torch weights here (baseline)")
     export.set_defaults(handler=cmd_export)
+
+    card = commands.add_parser("model-card", help="measure a device model and write its card")
+    card.add_argument("--model", required=True, help="device model directory")
+    card.add_argument("--run", default="base")
+    card.add_argument("--run-dir")
+    card.add_argument("--checkpoint", default="best", choices=("best", "checkpoint"))
+    card.add_argument("--data", help=f"SLURP-format corpus (default {slurp_tts_dir()})")
+    card.add_argument("--splits", nargs="+", default=["devel", "test"])
+    card.add_argument(
+        "--limit", type=_positive_int, help="a fixed subset of N recordings per split"
+    )
+    card.add_argument("--intent", help="intent classifier (.joblib)")
+    card.add_argument("--notes", help="free text for the card")
+    card.set_defaults(handler=cmd_model_card)
 
     bench = commands.add_parser("bench", help="benchmarks")
     bench_commands = bench.add_subparsers(dest="bench_command", required=True)

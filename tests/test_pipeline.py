@@ -1,5 +1,7 @@
 """From a corpus to a trained, exported model that both decoders agree on (tiny, seconds)."""
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -29,3 +31,36 @@ def test_train_export_and_benchmark_decoders(tiny_corpus, tmp_path):
     assert set(report["systems"]) == {"espnet", "ours"}
     assert report["systems"]["espnet"]["wer"] == report["systems"]["ours"]["wer"]
     assert "same best hypothesis: 100.0 %" in format_table(report)
+
+
+def test_model_card_reports_measured_accuracy_and_cost(tiny_corpus, tmp_path):
+    from eval.device_eval import evaluate
+    from models.card import write_model_card
+
+    config = TrainConfig(
+        data_dir=str(tiny_corpus),
+        model_size="tiny",
+        vocab_size=60,
+        max_epochs=1,
+        max_frames_per_batch=600,
+        warmup_steps=5,
+        threads=1,
+        validation_utterances=4,
+    )
+    run_dir = tmp_path / "run"
+    train(config, run_dir, progress=False)
+    model_dir = export_model_dir(run_dir / "checkpoint.pt", run_dir, tmp_path / "tiny-model")
+    accuracy = evaluate(model_dir, tiny_corpus, "devel", limit=4, progress=False)
+    assert accuracy.recordings == 4 and accuracy.wer >= 0
+    assert math.isnan(accuracy.wer_far)  # the tiny corpus is all close-talk
+    card = write_model_card(
+        model_dir,
+        run_dir / "checkpoint.pt",
+        run_dir,
+        [accuracy.to_dict()],
+        "pasu model-card (test)",
+    )
+    text = (model_dir / "MODEL_CARD.md").read_text()
+    assert "| devel | 4 |" in text and "GFLOPs per second of audio" in text
+    assert card["cost"]["parameters"]["total"] > 0
+    assert card["training"]["epochs_completed"] == 1
