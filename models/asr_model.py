@@ -210,13 +210,14 @@ class LateContextModel(torch.nn.Module):
     ) -> dict[str, torch.Tensor]:
         """Hybrid loss: ctc_weight · CTC + (1 − ctc_weight) · label-smoothed attention CE.
 
-        `tokens` is padded with IGNORE_ID.
+        `tokens` is padded with IGNORE_ID. Both losses are averaged over the batch (by ESPnet's
+        CTC and LabelSmoothingLoss), as ESPnet reports them.
         """
         encoded, encoded_lengths = self.encode(features, feature_lengths)
-        ctc_loss = self.ctc(encoded, encoded_lengths, tokens, token_lengths) / features.size(0)
+        ctc_loss = self.ctc(encoded, encoded_lengths, tokens, token_lengths)
         ys_in, ys_out = add_sos_eos(tokens, self.sos, self.eos, IGNORE_ID)
         logits, _ = self.decoder(encoded, encoded_lengths, ys_in, token_lengths + 1)
-        attention_loss = self.attention_loss(logits, ys_out) / features.size(0)
+        attention_loss = self.attention_loss(logits, ys_out)
         valid = ys_out != IGNORE_ID
         accuracy = (logits.argmax(-1)[valid] == ys_out[valid]).float().mean()
         weight = self.config.ctc_weight
