@@ -163,6 +163,26 @@ def cmd_model_card(args: argparse.Namespace) -> int:
     return 0 if card else 1
 
 
+def cmd_bench_device(args: argparse.Namespace) -> int:
+    from eval.bench_device import SYSTEMS, run, write_report
+
+    unknown = [n for n in args.system if n not in SYSTEMS]
+    if unknown:
+        raise PasuError(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
+    report = run(
+        Path(args.model),
+        Path(args.checkpoint) if args.checkpoint else None,
+        Path(args.data).expanduser() if args.data else slurp_tts_dir(),
+        args.split,
+        args.limit,
+        args.system or None,
+        Path(args.intent) if args.intent else None,
+    )
+    command = "pasu " + " ".join(sys.argv[1:])
+    print(write_report(report, Path(args.json) if args.json else None, command))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pasu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -249,6 +269,19 @@ def build_parser() -> argparse.ArgumentParser:
     decoders.add_argument("--threads", type=_positive_int, default=1)
     decoders.add_argument("--json", help="write the report (JSON + Markdown table) here")
     decoders.set_defaults(handler=cmd_bench_decoders)
+
+    device = bench_commands.add_parser(
+        "device", help="ESPnet baseline vs our runtime with each PASU optimisation (Figure 5)"
+    )
+    device.add_argument("--model", required=True, help="device model directory")
+    device.add_argument("--checkpoint", help="torch weights of the same model (ESPnet row)")
+    device.add_argument("--data", help=f"SLURP-format corpus (default {slurp_tts_dir()})")
+    device.add_argument("--split", default="test")
+    device.add_argument("--limit", type=_positive_int, default=500)
+    device.add_argument("--system", action="append", default=[], help="only these rows")
+    device.add_argument("--intent", help="intent classifier (.joblib)")
+    device.add_argument("--json", help="write the report (JSON + Markdown table) here")
+    device.set_defaults(handler=cmd_bench_device)
     return parser
 
 

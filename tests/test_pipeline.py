@@ -64,3 +64,35 @@ def test_model_card_reports_measured_accuracy_and_cost(tiny_corpus, tmp_path):
     assert "| devel | 4 |" in text and "GFLOPs per second of audio" in text
     assert card["cost"]["parameters"]["total"] > 0
     assert card["training"]["epochs_completed"] == 1
+
+
+def test_device_benchmark_compares_systems_side_by_side(tiny_corpus, tmp_path):
+    from eval.bench_device import format_table
+    from eval.bench_device import run as bench_device
+
+    config = TrainConfig(
+        data_dir=str(tiny_corpus),
+        model_size="tiny",
+        vocab_size=60,
+        max_epochs=1,
+        max_frames_per_batch=600,
+        warmup_steps=5,
+        threads=1,
+        validation_utterances=4,
+    )
+    run_dir = tmp_path / "run"
+    train(config, run_dir, progress=False)
+    model_dir = export_model_dir(run_dir / "checkpoint.pt", run_dir, tmp_path / "model")
+    report = bench_device(
+        model_dir,
+        run_dir / "checkpoint.pt",
+        tiny_corpus,
+        "devel",
+        limit=3,
+        systems=["espnet", "ours-no-pilot", "all, tau=0.5s"],
+    )
+    rows = {s["system"]: s for s in report["systems"]}
+    assert set(rows) == {"espnet", "ours-no-pilot", "all, tau=0.5s"}
+    assert rows["espnet"]["wer"] == rows["ours-no-pilot"]["wer"]  # same weights, same search
+    assert all(s["peak_rss_mb"] > 0 and s["latency_ms"]["p50"] > 0 for s in rows.values())
+    assert "p50 vs ESPnet" in format_table(report)
