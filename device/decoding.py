@@ -135,9 +135,13 @@ def predicted_length(reference: PilotReference, num_frames: int, slack: int) -> 
 class BeamSearch:
     """Decodes one utterance: a decoder step over its `memory` plus CTC prefix scores."""
 
-    def __init__(self, decoder_step: DecoderStep, sos_eos_id: int):
+    def __init__(
+        self, decoder_step: DecoderStep, sos_eos_id: int, max_positions: int | None = None
+    ):
+        """`max_positions`: the longest token history (with sos) the decoder step accepts."""
         self.decoder_step = decoder_step
         self.eos = sos_eos_id
+        self.max_positions = max_positions
 
     def decode(
         self,
@@ -164,6 +168,8 @@ class BeamSearch:
         max_length = (
             num_frames if options.max_tokens is None else min(num_frames, options.max_tokens)
         )
+        if self.max_positions is not None:
+            max_length = min(max_length, self.max_positions - 1)
         running = [Hypothesis([self.eos], np.float32(0.0), ctc.initial_state(), np.float32(0.0))]
         ended: list[Hypothesis] = []
         decoder_calls = steps = collapsed = evaluations = 0
@@ -176,7 +182,8 @@ class BeamSearch:
             decoder_calls += 1
             if step == max_length - 1:
                 for hypothesis in survivors:
-                    hypothesis.tokens.append(self.eos)
+                    if hypothesis.tokens[-1] != self.eos:  # never a second <eos>
+                        hypothesis.tokens.append(self.eos)
             running = [h for h in survivors if h.tokens[-1] != self.eos]
             ended += [h for h in survivors if h.tokens[-1] == self.eos]
             agrees = bool(

@@ -24,7 +24,7 @@ from device.decoding import BeamSearch, DecodingOptions, DecodingResult, PilotRe
 from device.encoder import StreamingEncoder
 from device.frontend import StreamingFbank
 from device.model import DeviceModel
-from pasu.errors import AudioError, PasuError
+from pasu.errors import AudioError, ConfigError, PasuError
 
 FRAME_SHIFT_S = 0.01
 ENCODER_FRAME_S = 0.04
@@ -50,6 +50,24 @@ class EngineConfig:
     min_speech_s: float = 0.3
     max_utterance_s: float = 30.0  # audio beyond this is not ingested (bounded memory)
     threads: int = 1
+
+    def __post_init__(self):
+        problems = [
+            message
+            for failed, message in (
+                (self.pilot_interval_s <= 0, "pilot_interval_s must be positive"),
+                (self.first_pilot_s < 0, "first_pilot_s must not be negative"),
+                (self.beam_size < 1 or self.pilot_beam < 1, "beams must be at least 1"),
+                (self.pilot_max_tokens < 1, "pilot_max_tokens must be at least 1"),
+                (not 0.0 <= self.ctc_weight <= 1.0, "ctc_weight must be in [0, 1]"),
+                (not 0.0 < self.ctc_leap_ratio <= 1.0, "ctc_leap_ratio must be in (0, 1]"),
+                (self.max_utterance_s <= 0, "max_utterance_s must be positive"),
+                (self.threads < 1, "threads must be at least 1"),
+            )
+            if failed
+        ]
+        if problems:
+            raise ConfigError("invalid engine configuration: " + "; ".join(problems))
 
     def full_options(self, reference: PilotReference | None) -> DecodingOptions:
         return DecodingOptions(
@@ -109,6 +127,7 @@ class ThreadedPilots:
         self._lock = threading.Lock()
         self.last: PilotRecord | None = None
         self.run = self.skipped = 0
+        self.errors: list[str] = []  # pilots that raised: reported by finish(), never lost
         self.in_flight: Future | None = None
 
     def due(self, job: PilotJob) -> None:
@@ -120,7 +139,12 @@ class ThreadedPilots:
             self.in_flight = self._pool.submit(self._run, job, reference)
 
     def _run(self, job: PilotJob, reference: PilotReference | None) -> None:
-        record = job(reference)
+        try:
+            record = job(reference)
+        except Exception as error:  # a failed pilot must not go unnoticed
+            with self._lock:
+                self.errors.append(f"{type(error).__name__}: {error}")
+            return
         if record is None:
             return
         with self._lock:
@@ -140,7 +164,8 @@ class Session:
         self._config = engine.config
         self._fbank = StreamingFbank(engine.model.cmvn)
         self._encoder = StreamingEncoder(engine.model)
-        self._resamplers: dict[int, soxr.ResampleStream] = {}
+        self._rate_hz: int | None = None
+        self._resampler: soxr.ResampleStream | None = None
         self._samples = 0
         self._next_pilot_s = self._config.first_pilot_s
         self._pilots = pilots if pilots is not None else ThreadedPilots(engine.pilot_pool)
@@ -153,18 +178,20 @@ class Session:
         return self._samples / SAMPLE_RATE_HZ
 
     def feed(self, pcm: np.ndarray, sample_rate_hz: int = SAMPLE_RATE_HZ) -> None:
-        """Accept the next piece of audio: mono int16 or float samples at any rate."""
+        """Accept the next piece of audio: mono int16 or float samples at one rate per session."""
         if self._result is not None:
             raise PasuError("feed() after finish(): start a new session for the next utterance")
-        samples = self._to_float(pcm, sample_rate_hz)
+        self._ingest(self._to_float(pcm, sample_rate_hz))
+        self._maybe_start_pilot()
+
+    def _ingest(self, samples: np.ndarray) -> None:
+        """Features and convolution blocks for new 16 kHz samples, up to `max_utterance_s`."""
         room = int(self._config.max_utterance_s * SAMPLE_RATE_HZ) - self._samples
         if len(samples) > room:
             samples, self.truncated = samples[: max(room, 0)], True
-        if not len(samples):
-            return
-        self._samples += len(samples)
-        self._encoder.accept(self._fbank.accept(samples))
-        self._maybe_start_pilot()
+        if len(samples):
+            self._samples += len(samples)
+            self._encoder.accept(self._fbank.accept(samples))
 
     def _to_float(self, pcm: np.ndarray, sample_rate_hz: int) -> np.ndarray:
         samples = np.asarray(pcm)
@@ -180,25 +207,28 @@ class Session:
             raise AudioError(f"expected int16 or float samples, got {samples.dtype}")
         if not np.all(np.isfinite(samples)):
             raise AudioError("audio contains NaN or infinite samples")
-        if sample_rate_hz != SAMPLE_RATE_HZ:
+        if self._rate_hz is None:
             if not 1000 <= sample_rate_hz <= 384_000:
                 raise AudioError(f"unsupported sample rate {sample_rate_hz} Hz")
-            if sample_rate_hz not in self._resamplers:
-                self._resamplers[sample_rate_hz] = soxr.ResampleStream(
+            self._rate_hz = sample_rate_hz
+            if sample_rate_hz != SAMPLE_RATE_HZ:
+                self._resampler = soxr.ResampleStream(
                     sample_rate_hz, SAMPLE_RATE_HZ, 1, dtype="float32"
                 )
-            samples = self._resamplers[sample_rate_hz].resample_chunk(samples)
+        elif sample_rate_hz != self._rate_hz:
+            raise AudioError(
+                f"sample rate changed from {self._rate_hz} to {sample_rate_hz} Hz "
+                "within one session"
+            )
+        if self._resampler is not None:
+            samples = self._resampler.resample_chunk(samples)
         return np.clip(samples, -1.0, 1.0)
 
-    def _flush_resamplers(self) -> None:
-        """Resamplers hold back a few milliseconds until they know the stream has ended."""
-        for resampler in self._resamplers.values():
-            tail = resampler.resample_chunk(np.zeros(0, np.float32), last=True)
-            room = int(self._config.max_utterance_s * SAMPLE_RATE_HZ) - self._samples
-            tail = tail[: max(room, 0)]
-            if len(tail):
-                self._samples += len(tail)
-                self._encoder.accept(self._fbank.accept(np.clip(tail, -1.0, 1.0)))
+    def _flush_resampler(self) -> None:
+        """A resampler holds back a few milliseconds until it knows the stream has ended."""
+        if self._resampler is not None:
+            tail = self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+            self._ingest(np.clip(tail, -1.0, 1.0))
 
     def _maybe_start_pilot(self) -> None:
         if not self._config.pilots or self.audio_s < self._next_pilot_s:
@@ -213,6 +243,8 @@ class Session:
     ) -> PilotRecord | None:
         started = time.perf_counter()
         encoded, ctc_log_probs = self._engine.model.encoder_top(frames)
+        if self._end_of_speech.is_set():
+            return None
         options = self._config.pilot_options(reference)
         memory = self._engine.model.decoder_memory(encoded)
         result = self._engine.search.decode(memory, ctc_log_probs, options, self._end_of_speech)
@@ -220,13 +252,20 @@ class Session:
             return None  # cut short: never a reference
         return PilotRecord(audio_s, time.perf_counter() - started, result)
 
+    def _note(self) -> str:
+        notes = [f"truncated to {self._config.max_utterance_s:g} s"] if self.truncated else []
+        errors = getattr(self._pilots, "errors", [])
+        if errors:
+            notes.append(f"{len(errors)} pilot(s) failed: {errors[0]}")
+        return "; ".join(notes)
+
     def finish(self) -> Transcript:
         """End of speech: decode everything heard, following the last pilot's output."""
         if self._result is not None:
             return self._result
         started = time.perf_counter()
         self._end_of_speech.set()
-        self._flush_resamplers()
+        self._flush_resampler()
         last, run, skipped = self._pilots.settle()
         if self.audio_s < self._config.min_speech_s or self._encoder.num_frames == 0:
             self._result = Transcript(
@@ -260,7 +299,7 @@ class Session:
             run,
             skipped,
             self.truncated,
-            note="truncated" if self.truncated else "",
+            note=self._note(),
         )
         return self._result
 
@@ -271,7 +310,19 @@ class Engine:
     def __init__(self, model_dir: Path | str, config: EngineConfig = EngineConfig()):
         self.config = config
         self.model = DeviceModel(model_dir, threads=config.threads)
-        self.search = BeamSearch(self.model.decoder_step, self.model.sos_eos_id)
+        self.search = BeamSearch(
+            self.model.decoder_step,
+            self.model.sos_eos_id,
+            self.model.config.get("max_decoder_tokens"),
+        )
+        max_frames = self.model.config.get("max_encoder_frames")
+        if max_frames is not None and config.max_utterance_s / 0.04 > max_frames:
+            raise ConfigError(
+                f"max_utterance_s={config.max_utterance_s} exceeds what this model encodes "
+                f"({max_frames * 0.04:.0f} s)"
+            )
+        # One pilot worker per engine (one core): with several live sessions, a session's pilot
+        # that is due while another session's runs is skipped like its own busy pilot.
         self.pilot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pasu-pilot")
 
     def stream(self, pilots=None) -> Session:
@@ -289,3 +340,9 @@ class Engine:
 
     def close(self) -> None:
         self.pilot_pool.shutdown(wait=True)
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -47,7 +47,7 @@ class SimulatedPilots:
         self.worker_free_at_s = 0.0
         self.finished: list[tuple[float, PilotRecord]] = []  # (virtual end, record)
         self.pending: PilotJob | None = None
-        self.run = self.skipped = 0
+        self.skipped = 0
 
     def due(self, job: PilotJob) -> None:
         self.pending = job  # run by `run_pending` once this piece's ingestion time is known
@@ -70,10 +70,11 @@ class SimulatedPilots:
             return
         self.worker_free_at_s = self.now_s + record.compute_s
         self.finished.append((self.worker_free_at_s, record))
-        self.run += 1
 
     def settle(self) -> tuple[PilotRecord | None, int, int]:
-        return self._last_finished_by(self.now_s), self.run, self.skipped
+        # A pilot still running at the end of speech is cancelled live: neither run nor used.
+        finished = sum(end <= self.now_s for end, _ in self.finished)
+        return self._last_finished_by(self.now_s), finished, self.skipped
 
 
 def _pieces(samples: np.ndarray, chunk_s: float) -> list[np.ndarray]:
@@ -109,7 +110,7 @@ def replay_virtual(
         result.pilots_run,
         result.pilots_skipped,
         1000 * ingestion_s,
-        1000 * sum(record.compute_s for _, record in pilots.finished),
+        1000 * sum(r.compute_s for end, r in pilots.finished if end <= finish_start_s),
     )
     return result, latency
 

@@ -8,6 +8,7 @@ accuracy, and decode times (encoder + search, after the end of speech) side by s
 
 import json
 import logging
+import os
 import platform
 import time
 from pathlib import Path
@@ -22,18 +23,10 @@ from device.encoder import StreamingEncoder
 from device.frontend import compute_fbank
 from device.model import DeviceModel
 from eval.metrics import intent_accuracy, latency_percentiles, wer
-from eval.slurp import Recording, load_recordings
+from eval.slurp import fixed_subset, load_recordings
 from models.baseline import EspnetBaseline
 from models.export import load_checkpoint_model, round_weights_to_float16
 from models.intent import IntentClassifier
-
-
-def fixed_subset(recordings: list[Recording], size: int) -> list[Recording]:
-    """Every k-th recording: both conditions and every voice, the same subset on every run."""
-    if size >= len(recordings):
-        return recordings
-    step = len(recordings) / size
-    return [recordings[int(i * step)] for i in range(size)]
 
 
 def run(
@@ -124,8 +117,7 @@ def summarise(
         "model_dir": str(model_dir),
         "checkpoint": str(checkpoint),
         "threads": threads,
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, "
-        f"{__import__('os').cpu_count()} cores",
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {os.cpu_count()} cores",
         "rows": rows,
     }
 

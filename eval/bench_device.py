@@ -24,9 +24,8 @@ import numpy as np
 from tqdm import tqdm
 
 from device.engine import EngineConfig
-from eval.bench_decoders import fixed_subset
 from eval.metrics import intent_accuracy, latency_percentiles, wer
-from eval.slurp import load_recordings
+from eval.slurp import fixed_subset, load_recordings
 
 _OFF = EngineConfig(pilots=True, beam_collapse=False, early_termination=False, ctc_leap=False)
 SYSTEMS: dict[str, EngineConfig | None] = {

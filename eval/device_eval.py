@@ -7,9 +7,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from device.engine import Engine, EngineConfig
-from eval.bench_decoders import fixed_subset
 from eval.metrics import intent_accuracy, wer
-from eval.slurp import load_recordings
+from eval.slurp import fixed_subset, load_recordings
 from models.intent import IntentClassifier
 
 # Full beam search after ingestion, no pilots: the model's own accuracy.

@@ -183,3 +183,11 @@ def load_recordings(
         if condition is None or r.condition == condition
     ]
     return recordings[:limit] if limit is not None else recordings
+
+
+def fixed_subset(recordings: list[Recording], size: int) -> list[Recording]:
+    """Every k-th recording: both conditions and every voice, the same subset on every run."""
+    if size >= len(recordings):
+        return recordings
+    step = len(recordings) / size
+    return [recordings[int(i * step)] for i in range(size)]

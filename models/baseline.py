@@ -39,7 +39,8 @@ class EspnetBaseline:
     def decode_encoded(self, encoded: torch.Tensor) -> BaselineResult:
         """Beam search over one utterance's encoder output (T, d)."""
         best = self.search(x=encoded, maxlenratio=0.0, minlenratio=0.0)[0]
-        tokens = [int(t) for t in best.yseq[1:-1].tolist() if int(t) != 0]
+        # ESPnet can end a hypothesis with <eos> twice at its length limit: drop both.
+        tokens = [int(t) for t in best.yseq[1:].tolist() if int(t) not in (0, self.search.eos)]
         return BaselineResult(tokens, float(best.score))
 
     @torch.no_grad()

@@ -28,8 +28,13 @@ def write_model_card(
     command: str,
     notes: str = "",
 ) -> dict:
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    state = saved.get("state", {})
+    # best.pt keeps only weights; the training state lives in the run's latest checkpoint.
+    latest = run_dir / "checkpoint.pt"
+    state = (
+        torch.load(latest, map_location="cpu", weights_only=False)["state"]
+        if latest.is_file()
+        else {}
+    )
     train_config = json.loads((run_dir / "train_config.json").read_text())
     card = {
         "name": model_dir.name,

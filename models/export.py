@@ -225,6 +225,8 @@ def write_model_dir(
         "conv_cache_frames": model.conv_blocks[0].cache_frames,
         "subsampling": {"factor": 4, "context_frames": 7},
         "weights_stored_as": "float16" if float16_weights else "float32",
+        "max_encoder_frames": MAX_ENCODER_FRAMES,
+        "max_decoder_tokens": MAX_DECODER_TOKENS,
         "frontend": {
             "num_mel_bins": config.num_mel_bins,
             "frame_shift_ms": 10,

@@ -86,7 +86,7 @@ class IntentClassifier:
             raise ConfigError(
                 f"{path} was saved with scikit-learn {stored['sklearn_version']} but "
                 f"{sklearn.__version__} is installed; reinstall with scripts/setup.sh "
-                "or retrain with `pasu train intent`"
+                "or retrain with `pasu train-intent`"
             )
         return cls(stored["pipeline"], stored["info"])
 

@@ -99,7 +99,9 @@ def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
             recordings = rng.sample(recordings, min(config.validation_utterances, len(recordings)))
         directory = split_cache_dir(data_dir, split)
         if split == "devel":
-            directory = directory.with_name(f"devel-sample{len(recordings)}-seed{config.seed}")
+            directory = directory.with_name(
+                f"devel-sample{len(recordings)}-seed{config.seed}-limit{config.limit}"
+            )
         elif config.limit:
             directory = directory.with_name(f"train-limit{config.limit}")
         build_feature_cache(recordings, directory, progress=progress)

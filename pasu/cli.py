@@ -9,6 +9,16 @@ from pasu.errors import PasuError
 from pasu.paths import slurp_tts_dir
 
 
+def _existing(path: str | None, what: str) -> Path | None:
+    """A path the user named, checked before any long work starts."""
+    if path is None:
+        return None
+    resolved = Path(path).expanduser()
+    if not resolved.exists():
+        raise PasuError(f"{what} not found: {resolved}")
+    return resolved
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -128,6 +138,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_bench_decoders(args: argparse.Namespace) -> int:
     from eval.bench_decoders import run, write_report
 
+    _existing(args.model, "model directory")
+    _existing(args.checkpoint, "checkpoint")
+    _existing(args.intent, "intent classifier")
     report = run(
         Path(args.model),
         Path(args.checkpoint),
@@ -146,10 +159,12 @@ def cmd_model_card(args: argparse.Namespace) -> int:
     from models.card import write_model_card
     from models.train import default_run_dir
 
-    model_dir = Path(args.model)
+    model_dir = _existing(args.model, "model directory")
     run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
+    _existing(str(run_dir / f"{args.checkpoint}.pt"), "checkpoint")
+    _existing(str(run_dir / "train_config.json"), "run configuration")
     data_dir = Path(args.data).expanduser() if args.data else slurp_tts_dir()
-    intent = Path(args.intent) if args.intent else None
+    intent = _existing(args.intent, "intent classifier")
     accuracy = [
         evaluate(model_dir, data_dir, split, args.limit, intent).to_dict() for split in args.splits
     ]
@@ -169,6 +184,11 @@ def cmd_bench_device(args: argparse.Namespace) -> int:
     unknown = [n for n in args.system if n not in SYSTEMS]
     if unknown:
         raise PasuError(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
+    _existing(args.model, "model directory")
+    _existing(args.checkpoint, "checkpoint")
+    _existing(args.intent, "intent classifier")
+    if "espnet" in args.system and not args.checkpoint:
+        raise PasuError("the espnet row needs --checkpoint (torch weights of the same model)")
     report = run(
         Path(args.model),
         Path(args.checkpoint) if args.checkpoint else None,

@@ -152,3 +152,19 @@ def test_virtual_and_real_time_latency_agree_within_15_percent(tiny_model):
     real = sum(replay_realtime(engine, a)[1].total_ms for a in audio)
     engine.close()
     assert abs(virtual - real) <= 0.15 * real, (virtual, real)
+
+
+def test_invalid_engine_settings_are_a_config_error():
+    from pasu.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="pilot_interval_s must be positive"):
+        EngineConfig(pilot_interval_s=0)
+    with pytest.raises(ConfigError, match="ctc_weight"):
+        EngineConfig(ctc_weight=1.5)
+
+
+def test_changing_the_sample_rate_within_a_session_is_refused(engine):
+    session = engine.stream()
+    session.feed(_audio(0.5)[::2], sample_rate_hz=8000)
+    with pytest.raises(AudioError, match="sample rate changed"):
+        session.feed(_audio(0.5), sample_rate_hz=16000)

@@ -176,3 +176,12 @@ def test_cli_lists_voices_by_group():
     rows = json.loads(done.stdout)
     assert {r["group"] for r in rows} == {"train", "devel", "test"}
     assert sum(r["group"] == "test" for r in rows) == 6
+
+
+def test_silent_engine_output_is_a_synthesis_error():
+    import numpy as np
+
+    from eval.tts.effects import trim_silence
+
+    with pytest.raises(SynthesisError, match="silence"):
+        trim_silence(np.zeros(16000, np.float32))

@@ -44,6 +44,8 @@ def resample_speed_pitch(wav: Path, speed: float, pitch_semitones: float) -> np.
         done = subprocess.run(command, capture_output=True, timeout=60, check=False)
     except FileNotFoundError:
         raise SynthesisError("sox is not installed (see scripts/install-system-deps.sh)") from None
+    except subprocess.TimeoutExpired:
+        raise SynthesisError(f"sox did not finish within 60 s on {wav.name}") from None
     if done.returncode != 0:
         raise SynthesisError(f"sox failed on {wav.name}: {done.stderr.decode().strip()}")
     return np.frombuffer(done.stdout, dtype=np.float32).copy()
@@ -55,6 +57,8 @@ def trim_silence(samples: np.ndarray, threshold_db: float = -45.0, frame: int = 
     if n == 0:
         return samples
     energy = (samples[: n * frame].reshape(n, frame) ** 2).mean(axis=1)
+    if energy.max() == 0.0:
+        raise SynthesisError("the engine produced silence")
     loud = np.flatnonzero(energy > energy.max() * 10 ** (threshold_db / 10))
     start, end = loud[0] * frame, (loud[-1] + 1) * frame
     return samples[start:end]
