@@ -83,6 +83,7 @@ def build_feature_cache(
         (recordings[i : i + SHARD_SIZE], _shard_path(directory, i // SHARD_SIZE))
         for i in range(0, len(recordings), SHARD_SIZE)
     ]
+    _discard_if_stale(directory, recordings, len(shards))
     (directory / "num_shards.txt").write_text(f"{len(shards)}\n")
     pending = [shard for shard in shards if not shard[1].is_file()]
     failed: list[str] = []
@@ -100,6 +101,27 @@ def build_feature_cache(
                     failed += result
                     bar.update()
     return failed
+
+
+def _fingerprint(recordings: Sequence[Recording]) -> str:
+    return hashlib.sha1("\n".join(f"{r.id}\t{r.text}" for r in recordings).encode()).hexdigest()
+
+
+def _discard_if_stale(directory: Path, recordings: Sequence[Recording], num_shards: int) -> None:
+    """Shards are reused only for the same recordings: a changed corpus (a resumed synthesis,
+    a different limit) starts the cache afresh. A cache from before fingerprints is adopted
+    when its shard count matches."""
+    stamp = directory / "recordings.sha1"
+    expected = _fingerprint(recordings)
+    count_file = directory / "num_shards.txt"
+    if stamp.is_file():
+        stale = stamp.read_text().strip() != expected
+    else:
+        stale = count_file.is_file() and int(count_file.read_text()) != num_shards
+    if stale:
+        for shard in directory.glob("shard-*.npz"):
+            shard.unlink()
+    stamp.write_text(expected + "\n")
 
 
 def iter_cached(directory: Path) -> Iterator[CachedUtterance]:

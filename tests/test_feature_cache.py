@@ -46,3 +46,14 @@ def test_cmvn_normalises_cached_features(real_layout_corpus, tmp_path):
     normalised = cmvn(stacked)
     assert np.allclose(normalised.mean(axis=0), 0, atol=1e-2)
     assert np.allclose(normalised.std(axis=0)[normalised.std(axis=0) > 0], 1, atol=2e-2)
+
+
+def test_a_changed_corpus_does_not_reuse_old_shards(real_layout_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(feature_cache, "SHARD_SIZE", 2)
+    recordings = load_recordings(
+        real_layout_corpus, "test", audio_dir=real_layout_corpus / "slurp_real"
+    )
+    directory = tmp_path / "feats"
+    feature_cache.build_feature_cache(recordings[:2], directory, workers=1, progress=False)
+    feature_cache.build_feature_cache(recordings[1:], directory, workers=1, progress=False)
+    assert [u.id for u in feature_cache.iter_cached(directory)] == [r.id for r in recordings[1:]]
