@@ -89,6 +89,10 @@ class EngineConfig:
         )
 
 
+# Full beam search after ingestion, no pilots, no PASU optimisation: the reference behaviour.
+PLAIN = EngineConfig(pilots=False, beam_collapse=False, early_termination=False, ctc_leap=False)
+
+
 @dataclass(frozen=True)
 class PilotRecord:
     """One pilot: when it started (seconds of audio), what it cost, what it produced."""

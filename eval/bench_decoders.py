@@ -22,7 +22,7 @@ from device.decoding import BeamSearch
 from device.encoder import StreamingEncoder
 from device.frontend import compute_fbank
 from device.model import DeviceModel
-from eval.metrics import intent_accuracy, latency_percentiles, wer
+from eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
 from eval.slurp import fixed_subset, load_recordings
 from models.baseline import EspnetBaseline
 from models.export import load_checkpoint_model, round_weights_to_float16
@@ -91,14 +91,8 @@ def summarise(
     for system in ("espnet", "ours"):
         texts = [r[f"{system}_text"] for r in rows]
         entry = {
-            "wer": wer([r["reference"] for r in rows], texts),
-            "wer_close": wer(
-                [r["reference"] for r in rows if r["condition"] == "close"],
-                [t for t, r in zip(texts, rows, strict=True) if r["condition"] == "close"],
-            ),
-            "wer_far": wer(
-                [r["reference"] for r in rows if r["condition"] == "far"],
-                [t for t, r in zip(texts, rows, strict=True) if r["condition"] == "far"],
+            **wer_by_condition(
+                [r["reference"] for r in rows], texts, [r["condition"] == "close" for r in rows]
             ),
             "decode_ms": latency_percentiles([r[f"{system}_ms"] for r in rows]),
         }
@@ -122,6 +116,10 @@ def summarise(
     }
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f} %"
+
+
 def format_table(report: dict) -> str:
     lines = [
         f"decoders on {report['utterances']} {report['split']} utterances "
@@ -135,8 +133,8 @@ def format_table(report: dict) -> str:
         s = report["systems"][key]
         intent = f"{100 * s['intent_accuracy']:.1f} %" if "intent_accuracy" in s else "-"
         lines.append(
-            f"| {name} | {100 * s['wer']:.2f} % | {100 * s['wer_close']:.2f} % | "
-            f"{100 * s['wer_far']:.2f} % | {intent} | {s['decode_ms']['p50']:.1f} | "
+            f"| {name} | {_pct(s['wer'])} | {_pct(s['wer_close'])} | {_pct(s['wer_far'])} | "
+            f"{intent} | {s['decode_ms']['p50']:.1f} | "
             f"{s['decode_ms']['p90']:.1f} | {s['decode_ms']['mean']:.1f} |"
         )
     lines.append(f"speed-up of ours at p50: {report['speedup_p50']:.2f}×")

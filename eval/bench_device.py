@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from device.engine import EngineConfig
-from eval.metrics import intent_accuracy, latency_percentiles, wer
+from device.engine import PLAIN, EngineConfig
+from eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
 from eval.slurp import fixed_subset, load_recordings
 
-_OFF = EngineConfig(pilots=True, beam_collapse=False, early_termination=False, ctc_leap=False)
+_OFF = replace(PLAIN, pilots=True)  # pilots that nothing uses yet
 SYSTEMS: dict[str, EngineConfig | None] = {
     "espnet": None,
     "ours-no-pilot": replace(_OFF, pilots=False),
@@ -128,14 +128,10 @@ def summarise(
     rows = outcome["rows"]
     refs = [i["text"] for i in items]
     hyps = [r["text"] for r in rows]
-    close = [k for k, i in enumerate(items) if i["close_talk"]]
-    far = [k for k, i in enumerate(items) if not i["close_talk"]]
     latencies = latency_percentiles([r["latency_ms"] for r in rows])
     summary = {
         "system": name,
-        "wer": wer(refs, hyps),
-        "wer_close": wer([refs[k] for k in close], [hyps[k] for k in close]) if close else None,
-        "wer_far": wer([refs[k] for k in far], [hyps[k] for k in far]) if far else None,
+        **wer_by_condition(refs, hyps, [i["close_talk"] for i in items]),
         "latency_ms": latencies,
         "rtf": float(
             np.sum([r["compute_ms"] for r in rows]) / 1000 / np.sum([r["audio_s"] for r in rows])

@@ -6,13 +6,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from device.engine import Engine, EngineConfig
-from eval.metrics import intent_accuracy, wer
+from device.engine import PLAIN, Engine, EngineConfig
+from eval.metrics import intent_accuracy, wer_by_condition
 from eval.slurp import fixed_subset, load_recordings
 from models.intent import IntentClassifier
-
-# Full beam search after ingestion, no pilots: the model's own accuracy.
-PLAIN = EngineConfig(pilots=False, beam_collapse=False, early_termination=False, ctc_leap=False)
 
 
 @dataclass(frozen=True)
@@ -20,8 +17,8 @@ class Accuracy:
     split: str
     recordings: int
     wer: float
-    wer_close: float
-    wer_far: float
+    wer_close: float | None
+    wer_far: float | None
     intent_accuracy: float | None
     intent_accuracy_close: float | None
 
@@ -48,14 +45,7 @@ def evaluate(
     ]
     engine.close()
     close = [i for i, r in enumerate(recordings) if r.close_talk]
-    far = [i for i, r in enumerate(recordings) if not r.close_talk]
-
-    def subset_wer(indices: list[int]) -> float:
-        return (
-            wer([recordings[i].text for i in indices], [texts[i] for i in indices])
-            if indices
-            else float("nan")
-        )
+    wers = wer_by_condition([r.text for r in recordings], texts, [r.close_talk for r in recordings])
 
     intents = intents_close = None
     if intent_path is not None and recordings[0].intent is not None:
@@ -68,9 +58,9 @@ def evaluate(
     return Accuracy(
         split,
         len(recordings),
-        subset_wer(list(range(len(texts)))),
-        subset_wer(close),
-        subset_wer(far),
+        wers["wer"],
+        wers["wer_close"],
+        wers["wer_far"],
         intents,
         intents_close,
     )

@@ -56,6 +56,20 @@ def wer(references: Sequence[str], hypotheses: Sequence[str]) -> float:
     return word_errors(references, hypotheses).wer
 
 
+def wer_by_condition(
+    references: Sequence[str], hypotheses: Sequence[str], close_talk: Sequence[bool]
+) -> dict[str, float | None]:
+    """WER over all recordings, close-talk only and far-field only (None where there are none)."""
+
+    def subset(keep: bool | None) -> float | None:
+        chosen = [i for i, c in enumerate(close_talk) if keep is None or c == keep]
+        if not chosen:
+            return None
+        return wer([references[i] for i in chosen], [hypotheses[i] for i in chosen])
+
+    return {"wer": subset(None), "wer_close": subset(True), "wer_far": subset(False)}
+
+
 def utterance_wer(reference: str, hypothesis: str) -> float:
     """WER of one utterance, e.g. to label whether the device got it wrong."""
     return word_errors([reference], [hypothesis]).wer

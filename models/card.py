@@ -104,9 +104,13 @@ def _markdown(card: dict) -> str:
             else "-"
         )
         lines.append(
-            f"| {a['split']} | {a['recordings']} | {100 * a['wer']:.1f} % | "
-            f"{100 * a['wer_close']:.1f} % | {100 * a['wer_far']:.1f} % | {intent} | {close} |"
+            f"| {a['split']} | {a['recordings']} | {_pct(a['wer'])} | "
+            f"{_pct(a['wer_close'])} | {_pct(a['wer_far'])} | {intent} | {close} |"
         )
     if card["notes"]:
         lines += ["", "## Notes", "", card["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"

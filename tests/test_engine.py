@@ -4,11 +4,9 @@ import soundfile as sf
 
 from device.decoding import BeamSearch
 from device.encoder import StreamingEncoder
-from device.engine import Engine, EngineConfig
+from device.engine import PLAIN, Engine, EngineConfig
 from device.frontend import compute_fbank
 from pasu.errors import AudioError, PasuError
-
-PLAIN = EngineConfig(pilots=False, beam_collapse=False, early_termination=False, ctc_leap=False)
 
 
 def _audio(seconds: float, seed: int = 0) -> np.ndarray:
