@@ -7,9 +7,10 @@ that speedups are measured against what an ESPnet user gets. Given a pilot's out
 `reference`, PASU's optimisations (§4.2) are parts of this same loop, each switched by an option:
 
 - beam collapse: while the best hypothesis's newest token agrees with the reference, keep only
-  it (plus finished hypotheses); on divergence the next step expands the full beam again. As in
-  Whisper-T, a mismatch looks a few positions around for the token (the pilot may have dropped
-  or added one) and realigns there, collapsing again only once a later token confirms it.
+  it (plus finished hypotheses); on divergence the next step expands the full beam again.
+  Optionally (`realign_lookahead` > 0, off by default) a mismatch looks a few positions around
+  for the token, as Whisper-T does (the pilot may have dropped or added one), and realigns
+  there, collapsing again only once a later token confirms it.
 - early termination: stop once the predicted length (frames_full / frames_pilot) · n_pilot + C
   is reached and a hypothesis has finished.
 - CTC leap (Algorithm 1): extending a prefix that equals the reference's, reuse the pilot's CTC

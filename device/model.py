@@ -1,4 +1,4 @@
-"""A device model directory loaded into onnxruntime: the three graphs, tokenizer and CMVN."""
+"""A device model directory loaded into onnxruntime: its four graphs, tokenizer and CMVN."""
 
 import json
 from dataclasses import dataclass

@@ -172,8 +172,9 @@ class LateContextModel(torch.nn.Module):
     def ingest_chunk(
         self, features: torch.Tensor, caches: list[torch.Tensor]
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """One streaming step for a single utterance: `features` (1, 4m+3, mel) holds the frames
-        not yet consumed; returns m new frames and the convolution caches to carry."""
+        """One streaming step for a single utterance: `features` (1, F, mel) holds the frames
+        not yet consumed; returns m = subsampled_length(F) new frames and the convolution caches
+        to carry. The caller keeps the last F − 4m input frames for the next step."""
         x = self.subsample(features)
         new_caches = []
         for block, cache in zip(self.conv_blocks, caches, strict=True):

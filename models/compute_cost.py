@@ -26,9 +26,14 @@ def compute_cost(model: LateContextModel, seconds: float = 4.0, tokens: int = 12
     ingested = torch.randn(1, encoder_frames, model.config.d_model)
     attention = _flops(model.contextualize, ingested, torch.tensor([encoder_frames]))
     attention += _flops(model.ctc.log_softmax, ingested)
+    # The device's decoder graphs: keys/values projected once, then a step per token.
+    from models.export import DecoderMemoryGraph, DecoderStepGraph
+
     history = torch.full((5, tokens), model.sos, dtype=torch.long)
-    memory = ingested.expand(5, -1, -1)
-    decoder_step = _flops(model.decoder.batch_score, history, [None] * 5, memory) / 5
+    with torch.no_grad():
+        keys, values = DecoderMemoryGraph(model)(ingested)
+    decoder_memory = _flops(DecoderMemoryGraph(model), ingested)
+    decoder_step = _flops(DecoderStepGraph(model), history, keys, values) / 5
     giga = 1e9
     return {
         "parameters": model.parameter_counts(),
@@ -39,4 +44,5 @@ def compute_cost(model: LateContextModel, seconds: float = 4.0, tokens: int = 12
             "streaming_share": round(ingestion / (ingestion + attention), 3),
         },
         "gflops_per_decoder_step_per_hypothesis": round(decoder_step / giga, 4),
+        "gflops_decoder_memory_per_decode": round(decoder_memory / giga, 4),
     }

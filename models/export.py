@@ -1,12 +1,13 @@
-"""Export a trained device model to the three ONNX graphs the device runtime runs.
+"""Export a trained device model to the four ONNX graphs the device runtime runs.
 
-- `conv_stack.onnx`: one ingestion step. `features` (1, 4m+3, 80) are the CMVN-normalised
-  frames not yet consumed and `caches` (blocks, 1, d, kernel-1) the causal-convolution state;
+- `conv_stack.onnx`: one ingestion step. `features` (1, F, 80), F ≥ 7, are the CMVN-normalised
+  frames not yet consumed (the runtime keeps the F − 4m frames the next step still needs) and
+  `caches` (blocks, 1, d, kernel-1) the causal-convolution state;
   returns m new `frames` (1, m, d) and the new `caches`. Runs while the user speaks.
 - `encoder_top.onnx`: attention blocks + CTC over all ingested `frames` (1, T, d); returns
   `encoded` (1, T, d) and `ctc_log_probs` (1, T, vocab). Runs per pilot and after the end.
 - `decoder_memory.onnx`: the cross-attention keys and values of the decoder (layers, 1, heads,
-  T, d_k) from `encoded`, once per decode (recomputing them every step was ~90 % of a step).
+  T, d_k) from `encoded`, once per decode (projecting them at every step made the step 1.6× slower).
 - `decoder_step.onnx`: the transformer decoder for a batch of hypotheses `tokens` (B, L)
   (starting with `<sos>`) against those `keys` and `values`; returns the next-token
   `log_probs` (B, vocab). No self-attention cache: at command lengths (L ≤ ~30, one layer)
@@ -158,7 +159,7 @@ def round_weights_to_float16(model: torch.nn.Module, min_elements: int = 1024) -
 
 
 def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool = True) -> None:
-    """Write the three ONNX graphs of (a copy of) `model` into `out_dir`."""
+    """Write the four ONNX graphs of (a copy of) `model` into `out_dir`."""
     model = copy.deepcopy(model).eval()
     model.position.pe = model.position.pe[:, :MAX_ENCODER_FRAMES]
     model.decoder.embed[1].pe = model.decoder.embed[1].pe[:, :MAX_DECODER_TOKENS]
