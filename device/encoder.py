@@ -57,7 +57,6 @@ class StreamingEncoder:
     def num_frames(self) -> int:
         return len(self.frames)
 
-    def contextualize(self, num_frames: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Attention blocks + CTC over the first `num_frames` (default all) ingested frames."""
-        frames = self.frames if num_frames is None else self.frames[:num_frames]
-        return self.model.encoder_top(frames)
+    def contextualize(self) -> tuple[np.ndarray, np.ndarray]:
+        """Attention blocks + CTC over all ingested frames."""
+        return self.model.encoder_top(self.frames)

@@ -26,8 +26,13 @@ from device.frontend import StreamingFbank
 from device.model import DeviceModel
 from pasu.errors import AudioError, ConfigError, PasuError
 
-FRAME_SHIFT_S = 0.01
-ENCODER_FRAME_S = 0.04
+ENCODER_FRAME_S = 0.04  # one encoder frame after 4× subsampling of 10 ms frames
+
+
+def split_audio(samples: np.ndarray, chunk_s: float) -> list[np.ndarray]:
+    """Consecutive `chunk_s` pieces of 16 kHz audio, as a microphone would deliver them."""
+    step = max(int(chunk_s * SAMPLE_RATE_HZ), 1)
+    return [samples[i : i + step] for i in range(0, len(samples), step)]
 
 
 @dataclass(frozen=True)
@@ -320,10 +325,10 @@ class Engine:
             self.model.config.get("max_decoder_tokens"),
         )
         max_frames = self.model.config.get("max_encoder_frames")
-        if max_frames is not None and config.max_utterance_s / 0.04 > max_frames:
+        if max_frames is not None and config.max_utterance_s / ENCODER_FRAME_S > max_frames:
             raise ConfigError(
                 f"max_utterance_s={config.max_utterance_s} exceeds what this model encodes "
-                f"({max_frames * 0.04:.0f} s)"
+                f"({max_frames * ENCODER_FRAME_S:.0f} s)"
             )
         # One pilot worker per engine (one core): with several live sessions, a session's pilot
         # that is due while another session's runs is skipped like its own busy pilot.
@@ -337,9 +342,8 @@ class Engine:
         """Replay a whole utterance through a session in `chunk_s` pieces, as fast as possible."""
         samples = utterance if isinstance(utterance, np.ndarray) else load_audio(utterance)
         session = self.stream()
-        step = max(int(chunk_s * SAMPLE_RATE_HZ), 1)
-        for start in range(0, len(samples), step):
-            session.feed(samples[start : start + step])
+        for piece in split_audio(samples, chunk_s):
+            session.feed(piece)
         return session.finish()
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from device.audio import SAMPLE_RATE_HZ
 from device.decoding import PilotReference
-from device.engine import Engine, PilotJob, PilotRecord, Transcript
+from device.engine import Engine, PilotJob, PilotRecord, Transcript, split_audio
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,6 @@ class SimulatedPilots:
         return self._last_finished_by(self.now_s), finished, self.skipped
 
 
-def _pieces(samples: np.ndarray, chunk_s: float) -> list[np.ndarray]:
-    step = max(int(chunk_s * SAMPLE_RATE_HZ), 1)
-    return [samples[i : i + step] for i in range(0, len(samples), step)]
-
-
 def replay_virtual(
     engine: Engine, samples: np.ndarray, chunk_s: float = 0.1
 ) -> tuple[Transcript, Latency]:
@@ -89,7 +84,7 @@ def replay_virtual(
     pilots = SimulatedPilots()
     session = engine.stream(pilots=pilots)
     ingest_free_at_s = arrival_s = ingestion_s = 0.0
-    for piece in _pieces(samples, chunk_s):
+    for piece in split_audio(samples, chunk_s):
         arrival_s += len(piece) / SAMPLE_RATE_HZ
         started = time.perf_counter()
         session.feed(piece)
@@ -122,7 +117,7 @@ def replay_realtime(
     session = engine.stream()
     started = time.perf_counter()
     arrival_s = 0.0
-    for piece in _pieces(samples, chunk_s):
+    for piece in split_audio(samples, chunk_s):
         arrival_s += len(piece) / SAMPLE_RATE_HZ
         delay = started + arrival_s - time.perf_counter()
         if delay > 0:

@@ -29,6 +29,8 @@ from espnet2.asr.ctc import CTC
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr_transducer.encoder.modules.convolution import ConformerConvolution
 
+from device.encoder import subsampled_length
+
 IGNORE_ID = -1
 
 
@@ -52,11 +54,6 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def subsampled_length(num_frames: int) -> int:
-    """Frames after `Conv2dSubsampling` (two 3-wide, stride-2 convolutions without padding)."""
-    return max(((num_frames - 1) // 2 - 1) // 2, 0)
 
 
 class ConvSubsampling(torch.nn.Module):

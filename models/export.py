@@ -254,10 +254,6 @@ def export_model_dir(
     return write_model_dir(model, run_dir / "tokenizer.model", run_dir / "cmvn.npz", out_dir, extra)
 
 
-def max_abs_difference(a: np.ndarray, b: torch.Tensor) -> float:
-    return float(np.abs(a - b.detach().numpy()).max())
-
-
 def save_float16_state(checkpoint: Path, out_path: Path) -> Path:
     """The model's weights in float16 with its config: what the torch baseline needs, at half
     the size of a training checkpoint and without optimizer state."""

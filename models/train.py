@@ -20,6 +20,7 @@ import torch
 from espnet2.asr.specaug.specaug import SpecAug
 from tqdm import tqdm
 
+from device.encoder import SUBSAMPLING_CONTEXT
 from device.frontend import GlobalCmvn
 from eval.metrics import wer
 from eval.slurp import load_recordings, load_sentences, unique_sentences
@@ -118,7 +119,7 @@ def load_utterances(directory: Path, tokenizer: Tokenizer) -> list[Utterance]:
         Utterance(u.features, np.array(tokenizer.encode(u.text), np.int64))
         for u in iter_cached(directory)
     ]
-    utterances = [u for u in utterances if len(u.tokens) and len(u.features) >= 7]
+    utterances = [u for u in utterances if len(u.tokens) and len(u.features) >= SUBSAMPLING_CONTEXT]
     if not utterances:
         raise DataError(f"no usable utterances in {directory}")
     return utterances
