@@ -89,29 +89,36 @@ class DecodingResult:
 
 
 class ReferenceTracker:
-    """Aligns decoding steps with a pilot reference: step i expects reference[i + offset]."""
+    """Decides whether the best hypothesis still follows the pilot reference.
+
+    Strictly (lookahead 0), its whole token history must equal the reference's beginning: after
+    a divergence the beam holds other prefixes, and one whose newest token merely coincides with
+    the reference must not win the collapse. With `lookahead` > 0 (Whisper-T's realignment), the
+    alignment may shift by up to that many positions when the pilot dropped or added a token;
+    the beam collapses only when the newest two tokens match consecutive reference positions.
+    """
 
     def __init__(self, tokens: tuple[int, ...], lookahead: int):
         self.tokens = tokens
         self.lookahead = lookahead
         self.offset = 0
 
-    def agrees(self, step: int, token: int) -> bool:
-        """Whether the best hypothesis's newest `token` is the reference's at this step.
-
-        On a mismatch, a match within `lookahead` positions either side (the pilot dropped or
-        added a token) shifts the alignment, but only a later exact match collapses the beam:
-        a realignment alone never discards hypotheses.
-        """
-        expected = step + self.offset
-        if 0 <= expected < len(self.tokens) and self.tokens[expected] == token:
-            return True
+    def agrees(self, history: list[int]) -> bool:
+        """`history`: the best hypothesis's tokens without sos."""
+        if self.lookahead == 0:
+            return tuple(history) == self.tokens[: len(history)]
+        newest = len(history) - 1 + self.offset
+        if self._at(newest) == history[-1]:
+            return len(history) == 1 or self._at(newest - 1) == history[-2]
         for distance in range(1, self.lookahead + 1):
-            for index in (expected + distance, expected - distance):
-                if 0 <= index < len(self.tokens) and self.tokens[index] == token:
-                    self.offset = index - step
-                    return False
+            for index in (newest + distance, newest - distance):
+                if self._at(index) == history[-1]:
+                    self.offset = index - (len(history) - 1)
+                    return False  # realigned; a later consecutive match collapses
         return False
+
+    def _at(self, index: int) -> int | None:
+        return self.tokens[index] if 0 <= index < len(self.tokens) else None
 
 
 def _end_detected(ended: list[Hypothesis], step: int) -> bool:
@@ -191,7 +198,7 @@ class BeamSearch:
                 tracker
                 and running
                 and survivors[0] is running[0]
-                and tracker.agrees(step, running[0].tokens[-1])
+                and tracker.agrees(running[0].tokens[1:])
             )
             if agrees:
                 running = running[:1]

@@ -16,6 +16,23 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("PASU_ROOM_BANK_SIZE", "3")
 
 
+def tiny_model_config():
+    """The tiny model every test that needs a model uses."""
+    from models.asr_model import ModelConfig
+
+    return ModelConfig(
+        vocab_size=40,
+        subsampling_channels=16,
+        d_model=64,
+        attention_heads=2,
+        ffn_units=128,
+        num_conv_blocks=2,
+        num_attention_blocks=1,
+        conv_kernel=7,
+        decoder_ffn_units=128,
+    )
+
+
 def slurp_record(
     slurp_id: int, sentence: str, scenario: str, action: str, files: list[str]
 ) -> dict:
@@ -52,11 +69,10 @@ def real_layout_corpus(tmp_path: Path) -> Path:
 WORDS = ["turn on the lights", "play some jazz", "wake me up", "what time is it"]
 
 
-@pytest.fixture
-def tiny_corpus(tmp_path):
+def make_tiny_corpus(root: Path) -> Path:
     """A SLURP-format corpus of tone-coded 'utterances', small enough to train on in seconds."""
-    audio = tmp_path / "audio"
-    audio.mkdir()
+    audio = root / "audio"
+    audio.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for split, count in (("train", 16), ("devel", 4)):
         lines = []
@@ -65,8 +81,13 @@ def tiny_corpus(tmp_path):
             t = np.arange(int(16000 * rng.uniform(0.8, 1.5))) / 16000
             sf.write(audio / name, 0.2 * np.sin(2 * np.pi * (200 + 100 * (i % 4)) * t), 16000)
             lines.append(json.dumps(slurp_record(i, WORDS[i % 4], "iot", "x", [name])) + "\n")
-        (tmp_path / f"{split}.jsonl").write_text("".join(lines))
-    return tmp_path
+        (root / f"{split}.jsonl").write_text("".join(lines))
+    return root
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path):
+    return make_tiny_corpus(tmp_path)
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +95,7 @@ def tiny_model(tmp_path_factory):
     """A tiny random device model, exported the way shipped models are: (torch model, dir)."""
     torch = pytest.importorskip("torch")
     from device.frontend import NUM_MEL_BINS, GlobalCmvn
-    from models.asr_model import LateContextModel, ModelConfig
+    from models.asr_model import LateContextModel
     from models.export import round_weights_to_float16, write_model_dir
     from models.tokenizer import train_tokenizer
 
@@ -89,17 +110,7 @@ def tiny_model(tmp_path_factory):
     tokenizer = train_tokenizer(sentences, root / "sp", 38)  # + sos/eos = 39 < vocab 40
     GlobalCmvn(np.zeros(NUM_MEL_BINS), np.ones(NUM_MEL_BINS)).save(root / "cmvn.npz")
     torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=40,
-        subsampling_channels=16,
-        d_model=64,
-        attention_heads=2,
-        ffn_units=128,
-        num_conv_blocks=2,
-        num_attention_blocks=1,
-        conv_kernel=7,
-        decoder_ffn_units=128,
-    )
+    config = tiny_model_config()
     model = LateContextModel(config).eval()
     with torch.no_grad():  # peaky outputs, so that searches have clear winners
         model.ctc.ctc_lo.weight.mul_(8)

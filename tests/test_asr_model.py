@@ -2,18 +2,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig, subsampled_length  # noqa: E402
+from models.asr_model import IGNORE_ID, LateContextModel, subsampled_length  # noqa: E402
 
-TINY = ModelConfig(
-    vocab_size=40,
-    d_model=64,
-    attention_heads=2,
-    ffn_units=128,
-    num_conv_blocks=2,
-    num_attention_blocks=1,
-    conv_kernel=7,
-    decoder_ffn_units=128,
-)
+from .conftest import tiny_model_config  # noqa: E402
+
+TINY = tiny_model_config()
 
 
 @pytest.fixture
