@@ -7,7 +7,8 @@
 - `encoder_top.onnx`: attention blocks + CTC over all ingested `frames` (1, T, d); returns
   `encoded` (1, T, d) and `ctc_log_probs` (1, T, vocab). Runs per pilot and after the end.
 - `decoder_memory.onnx`: the cross-attention keys and values of the decoder (layers, 1, heads,
-  T, d_k) from `encoded`, once per decode (projecting them at every step made the step 1.6× slower).
+  T, d_k) from `encoded`, once per decode (per step they cost about as much as the rest of the step:
+  see models/compute_cost.py).
 - `decoder_step.onnx`: the transformer decoder for a batch of hypotheses `tokens` (B, L)
   (starting with `<sos>`) against those `keys` and `values`; returns the next-token
   `log_probs` (B, vocab). No self-attention cache: at command lengths (L ≤ ~30, one layer)
