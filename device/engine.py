@@ -255,8 +255,7 @@ class Session:
         if self._end_of_speech.is_set():
             return None
         options = self._config.pilot_options(reference)
-        memory = self._engine.model.decoder_memory(encoded)
-        result = self._engine.search.decode(memory, ctc_log_probs, options, self._end_of_speech)
+        result = self._engine.decode(encoded, ctc_log_probs, options, self._end_of_speech)
         if self._end_of_speech.is_set():
             return None  # cut short: never a reference
         return PilotRecord(audio_s, time.perf_counter() - started, result)
@@ -292,11 +291,7 @@ class Session:
             return self._result
         encoded, ctc_log_probs = self._encoder.contextualize()
         reference = last.result.reference if last else None
-        decode = self._engine.search.decode(
-            self._engine.model.decoder_memory(encoded),
-            ctc_log_probs,
-            self._config.full_options(reference),
-        )
+        decode = self._engine.decode(encoded, ctc_log_probs, self._config.full_options(reference))
         text = self._engine.model.tokenizer.decode(decode.token_ids)
         self._result = Transcript(
             text,
@@ -333,6 +328,18 @@ class Engine:
         # One pilot worker per engine (one core): with several live sessions, a session's pilot
         # that is due while another session's runs is skipped like its own busy pilot.
         self.pilot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pasu-pilot")
+
+    def decode(
+        self,
+        encoded: np.ndarray,
+        ctc_log_probs: np.ndarray,
+        options: DecodingOptions,
+        cancel: threading.Event | None = None,
+    ) -> DecodingResult:
+        """Beam search over one encoder output: cross-attention memory once, then the steps."""
+        return self.search.decode(
+            self.model.decoder_memory(encoded), ctc_log_probs, options, cancel
+        )
 
     def stream(self, pilots=None) -> Session:
         """A new utterance; `pilots` replaces the live pilot scheduler (virtual-clock replay)."""
