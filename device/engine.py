@@ -123,6 +123,16 @@ class Transcript:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class EndOfSpeech:
+    """The state at the end of speech, before the full decode."""
+
+    last_pilot: PilotRecord | None
+    pilots_run: int
+    pilots_skipped: int
+    compute_s: float  # settling: flushing the resampler, waiting for a running pilot
+
+
 # Runs one pilot given the previous pilot's reference; None when overtaken by the end of speech.
 PilotJob = Callable[[PilotReference | None], "PilotRecord | None"]
 
@@ -180,6 +190,8 @@ class Session:
         self._pilots = pilots if pilots is not None else ThreadedPilots(engine.pilot_pool)
         self._result: Transcript | None = None
         self._end_of_speech = threading.Event()  # cancels a pilot still running at finish()
+        self._settled: EndOfSpeech | None = None
+        self._audio: list[np.ndarray] = []  # 16 kHz samples heard, kept for offloading
         self.truncated = False
 
     @property
@@ -200,6 +212,7 @@ class Session:
             samples, self.truncated = samples[: max(room, 0)], True
         if len(samples):
             self._samples += len(samples)
+            self._audio.append(samples)
             self._encoder.accept(self._fbank.accept(samples))
 
     def _to_float(self, pcm: np.ndarray, sample_rate_hz: int) -> np.ndarray:
@@ -267,14 +280,28 @@ class Session:
             notes.append(f"{len(errors)} pilot(s) failed: {errors[0]}")
         return "; ".join(notes)
 
+    def audio(self) -> np.ndarray:
+        """The 16 kHz mono samples heard so far (what an offload ships)."""
+        return np.concatenate(self._audio) if self._audio else np.zeros(0, np.float32)
+
+    def end_of_speech(self) -> EndOfSpeech:
+        """Stop ingesting and settle the pilots: the last pilot output is what the offramp
+        judges before any full decode. Idempotent; `finish` calls it too."""
+        if self._settled is None:
+            started = time.perf_counter()
+            self._end_of_speech.set()
+            self._flush_resampler()
+            last, run, skipped = self._pilots.settle()
+            self._settled = EndOfSpeech(last, run, skipped, time.perf_counter() - started)
+        return self._settled
+
     def finish(self) -> Transcript:
         """End of speech: decode everything heard, following the last pilot's output."""
         if self._result is not None:
             return self._result
-        started = time.perf_counter()
-        self._end_of_speech.set()
-        self._flush_resampler()
-        last, run, skipped = self._pilots.settle()
+        started = time.perf_counter()  # settling counts here unless end_of_speech() ran before
+        end = self.end_of_speech()
+        last, run, skipped = end.last_pilot, end.pilots_run, end.pilots_skipped
         if self.audio_s < self._config.min_speech_s or self._encoder.num_frames == 0:
             self._result = Transcript(
                 "",

@@ -19,7 +19,7 @@ import numpy as np
 
 from device.audio import SAMPLE_RATE_HZ
 from device.decoding import PilotReference
-from device.engine import Engine, PilotJob, PilotRecord, Transcript, split_audio
+from device.engine import Engine, PilotJob, PilotRecord, Session, Transcript, split_audio
 
 
 @dataclass(frozen=True)
@@ -77,12 +77,24 @@ class SimulatedPilots:
         return self._last_finished_by(self.now_s), finished, self.skipped
 
 
-def replay_virtual(
-    engine: Engine, samples: np.ndarray, chunk_s: float = 0.1
-) -> tuple[Transcript, Latency]:
-    """Replay as fast as possible; latency as a 1× replay on two cores would have seen it."""
-    pilots = SimulatedPilots()
-    session = engine.stream(pilots=pilots)
+@dataclass(frozen=True)
+class VirtualTimeline:
+    """Where a virtual 1× replay stands at the end of speech (seconds)."""
+
+    end_of_speech_s: float
+    finish_start_s: float  # when ingestion has caught up: the end-of-speech work starts
+    ingestion_s: float  # compute spent ingesting
+
+    @property
+    def waiting_s(self) -> float:
+        return self.finish_start_s - self.end_of_speech_s
+
+
+def feed_virtually(
+    session: Session, pilots: SimulatedPilots, samples: np.ndarray, chunk_s: float = 0.1
+) -> VirtualTimeline:
+    """Feed 16 kHz samples as fast as possible, scheduling pilots on the 1× timeline; on return
+    the session is at the end of speech, ready for `end_of_speech()`/`finish()`."""
     ingest_free_at_s = arrival_s = ingestion_s = 0.0
     for piece in split_audio(samples, chunk_s):
         arrival_s += len(piece) / SAMPLE_RATE_HZ
@@ -93,11 +105,21 @@ def replay_virtual(
         ingest_free_at_s = max(arrival_s, ingest_free_at_s) + compute_s
         pilots.now_s = ingest_free_at_s
         pilots.run_pending()
-    end_of_speech_s = arrival_s
-    finish_start_s = max(end_of_speech_s, ingest_free_at_s)
+    finish_start_s = max(arrival_s, ingest_free_at_s)
     pilots.now_s = finish_start_s
+    return VirtualTimeline(arrival_s, finish_start_s, ingestion_s)
+
+
+def replay_virtual(
+    engine: Engine, samples: np.ndarray, chunk_s: float = 0.1
+) -> tuple[Transcript, Latency]:
+    """Replay as fast as possible; latency as a 1× replay on two cores would have seen it."""
+    pilots = SimulatedPilots()
+    session = engine.stream(pilots=pilots)
+    timeline = feed_virtually(session, pilots, samples, chunk_s)
+    finish_start_s, ingestion_s = timeline.finish_start_s, timeline.ingestion_s
     result = session.finish()
-    waiting_s = finish_start_s - end_of_speech_s
+    waiting_s = timeline.waiting_s
     latency = Latency(
         1000 * (waiting_s + result.finish_compute_s),
         1000 * waiting_s,

@@ -6,7 +6,6 @@ optimisation. Reports how often the best hypotheses agree, each system's WER and
 accuracy, and decode times (encoder + search, after the end of speech) side by side.
 """
 
-import json
 import logging
 import os
 import platform
@@ -23,6 +22,7 @@ from device.encoder import StreamingEncoder
 from device.frontend import compute_fbank
 from device.model import DeviceModel
 from eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
+from eval.reports import pct, save_report
 from eval.slurp import fixed_subset, load_recordings
 from models.baseline import EspnetBaseline
 from models.export import load_checkpoint_model, round_weights_to_float16
@@ -116,10 +116,6 @@ def summarise(
     }
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f} %"
-
-
 def format_table(report: dict) -> str:
     lines = [
         f"decoders on {report['utterances']} {report['split']} utterances "
@@ -133,7 +129,7 @@ def format_table(report: dict) -> str:
         s = report["systems"][key]
         intent = f"{100 * s['intent_accuracy']:.1f} %" if "intent_accuracy" in s else "-"
         lines.append(
-            f"| {name} | {_pct(s['wer'])} | {_pct(s['wer_close'])} | {_pct(s['wer_far'])} | "
+            f"| {name} | {pct(s['wer'])} | {pct(s['wer_close'])} | {pct(s['wer_far'])} | "
             f"{intent} | {s['decode_ms']['p50']:.1f} | "
             f"{s['decode_ms']['p90']:.1f} | {s['decode_ms']['mean']:.1f} |"
         )
@@ -142,9 +138,4 @@ def format_table(report: dict) -> str:
 
 
 def write_report(report: dict, json_path: Path | None) -> str:
-    table = format_table(report)
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n")
-        json_path.with_suffix(".md").write_text(table + "\n")
-    return table
+    return save_report(report, format_table(report), json_path)

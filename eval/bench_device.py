@@ -11,7 +11,6 @@ Latency is end of speech → result, from the virtual-clock replay (`device.late
 compute thread per stage. Each system runs in a fresh process, so its peak RSS is its own.
 """
 
-import json
 import platform
 import resource
 import time
@@ -25,6 +24,7 @@ from tqdm import tqdm
 
 from device.engine import PLAIN, EngineConfig
 from eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
+from eval.reports import pct, save_report
 from eval.slurp import fixed_subset, load_recordings
 
 _OFF = replace(PLAIN, pilots=True)  # pilots that nothing uses yet
@@ -215,9 +215,6 @@ def format_table(report: dict) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
 
-    def pct(value):
-        return "-" if value is None else f"{100 * value:.2f} %"
-
     for s in report["systems"]:
         p50 = s["latency_ms"]["p50"]
         vs_base = f"{p50 / base['latency_ms']['p50']:.2f}×" if base else "-"
@@ -233,9 +230,4 @@ def format_table(report: dict) -> str:
 
 
 def write_report(report: dict, json_path: Path | None, command: str) -> str:
-    table = format_table(report)
-    if json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report | {"command": command}, indent=2) + "\n")
-        json_path.with_suffix(".md").write_text(f"`{command}`\n\n{table}\n")
-    return table
+    return save_report(report, format_table(report), json_path, command)

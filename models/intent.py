@@ -19,10 +19,10 @@ from models.text import normalize_for_wer
 from pasu.errors import ConfigError
 
 
-@dataclass(frozen=True)
-class IntentPrediction:
+class IntentParts:
+    """`scenario` and `action` of a SLURP intent label (`scenario_action`)."""
+
     intent: str
-    confidence: float
 
     @property
     def scenario(self) -> str:
@@ -31,6 +31,12 @@ class IntentPrediction:
     @property
     def action(self) -> str:
         return self.intent.partition("_")[2]
+
+
+@dataclass(frozen=True)
+class IntentPrediction(IntentParts):
+    intent: str
+    confidence: float
 
 
 WORD_FEATURES = 20_000
@@ -101,6 +107,16 @@ def _compact(pipeline: Pipeline) -> None:
     classifier.intercept_ = classifier.intercept_.astype(np.float32)
 
 
+def pseudo_labels(
+    probabilities: np.ndarray, classes: Sequence[str], threshold: float
+) -> tuple[np.ndarray, list[str]]:
+    """Self-training: which unlabelled examples a first model labels with confidence above the
+    threshold (a mask), and those labels."""
+    confident = probabilities.max(axis=1) > threshold
+    labels = np.asarray(classes)[probabilities.argmax(axis=1)]
+    return confident, [str(label) for label in labels[confident]]
+
+
 def train_intent_classifier(
     texts: Sequence[str],
     intents: Sequence[str],
@@ -116,13 +132,13 @@ def train_intent_classifier(
     pseudo_count = 0
     if unlabelled:
         extra = [normalize_for_wer(t) for t in unlabelled]
-        probabilities = pipeline.predict_proba(extra)
-        confident = probabilities.max(axis=1) > self_training_threshold
-        pseudo = pipeline.classes_[probabilities.argmax(axis=1)]
+        confident, pseudo = pseudo_labels(
+            pipeline.predict_proba(extra), pipeline.classes_, self_training_threshold
+        )
         pseudo_count = int(confident.sum())
         pipeline = _pipeline(regularisation).fit(
             gold + [t for t, keep in zip(extra, confident, strict=True) if keep],
-            list(intents) + list(pseudo[confident]),
+            list(intents) + pseudo,
         )
     _compact(pipeline)
     info = {

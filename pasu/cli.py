@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from pasu.errors import PasuError
-from pasu.paths import slurp_tts_dir
+from pasu.paths import REPO_ROOT, slurp_tts_dir
+
+SAMPLES = REPO_ROOT / "samples"
 
 
 def _existing(path: str | None, what: str) -> Path | None:
@@ -101,21 +103,189 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_train_intent(args: argparse.Namespace) -> int:
+def _train_and_report_intent(args: argparse.Namespace, train, what: str) -> int:
+    """Fit on devel gold text (plus the train sentences for self-training), score on gold test
+    text, save."""
     from eval.slurp import load_sentences, unique_sentences
-    from models.intent import accuracy, train_intent_classifier
+    from models.intent import accuracy
 
     devel, test = load_sentences("devel"), load_sentences("test")
     unlabelled = (
         [] if args.no_self_training else [s.text for s in unique_sentences(load_sentences("train"))]
     )
-    classifier = train_intent_classifier(
-        [s.text for s in devel], [s.intent for s in devel], unlabelled
-    )
+    classifier = train([s.text for s in devel], [s.intent for s in devel], unlabelled)
     test_accuracy = accuracy(classifier, [s.text for s in test], [s.intent for s in test])
     classifier.info["gold_test_text_accuracy"] = round(test_accuracy, 4)
     classifier.save(Path(args.out))
-    print(f"intent classifier -> {args.out}: {classifier.info}")
+    print(f"{what} -> {args.out}: {classifier.info}")
+    return 0
+
+
+def cmd_train_intent(args: argparse.Namespace) -> int:
+    from models.intent import train_intent_classifier
+
+    return _train_and_report_intent(args, train_intent_classifier, "intent classifier")
+
+
+def cmd_train_cloud_intent(args: argparse.Namespace) -> int:
+    from cloud.intent import train_embedding_classifier
+
+    def train(texts, intents, unlabelled):
+        return train_embedding_classifier(texts, intents, unlabelled, progress=True)
+
+    return _train_and_report_intent(args, train, "cloud intent classifier")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
+    import uvicorn
+
+    from cloud.settings import SETTINGS_ENV, ServiceSettings, check_no_auth_host, read_api_keys
+
+    if args.no_auth:
+        check_no_auth_host(args.host)
+    settings = ServiceSettings(
+        api_keys=() if args.no_auth else read_api_keys(args.api_keys_file),
+        require_auth=not args.no_auth,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_audio_seconds=args.max_audio_seconds,
+        model_workers=args.model_workers,
+        max_queue=args.max_queue,
+        request_timeout_s=args.timeout,
+        model=args.model,
+        intent=args.intent,
+        intent_path=args.intent_path,
+        short_window=args.short_window,
+        cpu_threads=args.cpu_threads,
+        debug_audio_dir=args.debug_audio_dir,
+    )
+    os.environ[SETTINGS_ENV] = settings.to_env()
+    if args.workers == 1:  # load the model before listening, so start-up errors show here
+        from cloud.app import create_app_from_env
+
+        app = create_app_from_env()
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    else:
+        uvicorn.run(
+            "cloud.app:create_app_from_env",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level=args.log_level,
+        )
+    return 0
+
+
+def cmd_bench_whisper_window(args: argparse.Namespace) -> int:
+    from eval.bench_whisper_window import run, write_report
+
+    report = run(
+        Path(args.data), args.model, args.split, args.limit, args.threads, args.window_bucket
+    )
+    print(write_report(report, Path(args.json) if args.json else None))
+    return 0
+
+
+def cmd_bench_cloud(args: argparse.Namespace) -> int:
+    from eval.bench_cloud import run, summary_ok, write_report
+
+    audio = [_existing(a, "audio file") for a in args.audio]
+    serve_args = [
+        "--model",
+        args.model,
+        "--model-workers",
+        str(args.model_workers),
+        "--max-queue",
+        str(args.max_queue),
+        "--cpu-threads",
+        str(args.cpu_threads),
+    ]
+    report = run(args.url, args.key, audio, args.clients, args.seconds, serve_args)
+    print(write_report(report, Path(args.json) if args.json else None))
+    return 0 if summary_ok(report) else 1
+
+
+def cmd_understand(args: argparse.Namespace) -> int:
+    import os
+
+    from device.api import Understander
+
+    files = [_existing(f, "audio file") for f in args.files]
+    understander = Understander(
+        args.model,
+        policy=args.policy,
+        cloud=args.cloud,
+        api_key=args.api_key or os.environ.get("PASU_API_KEY"),
+        deadline_s=args.deadline,
+    )
+    results = []
+    with understander:
+        for path in files:
+            try:
+                result = understander.understand(path)
+            except PasuError as error:  # one bad file does not stop the others
+                print(f"pasu: {path}: {error}", file=sys.stderr)
+                continue
+            results.append((path, result))
+            if args.json:
+                print(json.dumps({"file": str(path), **result.to_json()}), flush=True)
+    if not args.json:
+        print(_understanding_table(results))
+    return 0 if len(results) == len(files) else 1
+
+
+def _understanding_table(results) -> str:
+    lines = [
+        "| file | text | intent | conf | route | latency ms |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for path, r in results:
+        lines.append(
+            f"| {path.name} | {r.text} | {r.intent or '-'} | {r.confidence:.2f} | "
+            f"{r.route} | {r.latency_ms:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def _runs(args: argparse.Namespace, split: str) -> list[dict]:
+    from eval.corpus_runs import device_runs
+
+    return device_runs(Path(args.model), Path(args.data), split, args.limit)
+
+
+def cmd_offramp_train(args: argparse.Namespace) -> int:
+    from offramp.fit import train_offramp
+
+    metrics = train_offramp(Path(args.model), _runs(args, "devel"), seed=args.seed)
+    print(f"BiLSTM offramp -> {args.model}: {metrics}")
+    return 0
+
+
+def cmd_offramp_calibrate(args: argparse.Namespace) -> int:
+    from eval.corpus_runs import cloud_runs
+    from offramp.fit import calibrate
+
+    rows = _runs(args, "devel")
+    cloud = None
+    if args.target_wer is not None:
+        cloud = cloud_runs(Path(args.data), "devel", args.limit, args.cloud_model)
+    config = calibrate(
+        Path(args.model),
+        rows,
+        target_offload=args.target_offload
+        if args.target_offload is not None or args.target_wer is not None
+        else 0.25,
+        target_wer=args.target_wer,
+        cloud_rows=cloud,
+        default_policy=args.default_policy,
+    )
+    print(
+        json.dumps(
+            {k: config[k] for k in ("default_policy", "target", "thresholds", "devel")}, indent=2
+        )
+    )
     return 0
 
 
@@ -253,6 +423,102 @@ def build_parser() -> argparse.ArgumentParser:
     intent.add_argument("--no-self-training", action="store_true")
     intent.set_defaults(handler=cmd_train_intent)
 
+    cloud_intent = commands.add_parser(
+        "train-cloud-intent", help="train the cloud's MiniLM intent classifier"
+    )
+    cloud_intent.add_argument("--out", required=True, help="where to write the .npz file")
+    cloud_intent.add_argument("--no-self-training", action="store_true")
+    cloud_intent.set_defaults(handler=cmd_train_cloud_intent)
+
+    serve = commands.add_parser("serve", help="run the cloud HTTP service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="uvicorn worker processes, each with its own model",
+    )
+    serve.add_argument(
+        "--model-workers",
+        type=_positive_int,
+        default=1,
+        help="utterances each process decodes at once",
+    )
+    serve.add_argument(
+        "--max-queue", type=int, default=8, help="waiting requests per process before answering 503"
+    )
+    serve.add_argument("--timeout", type=float, default=30.0, help="per-request seconds")
+    serve.add_argument("--max-body-mb", type=float, default=10.0)
+    serve.add_argument("--max-audio-seconds", type=float, default=30.0)
+    serve.add_argument(
+        "--model",
+        default="whisper-base",
+        help="whisper-base, whisper-tiny.en or a CTranslate2 model directory",
+    )
+    serve.add_argument("--intent", default="minilm", choices=("minilm", "text"))
+    serve.add_argument("--intent-path", help="intent classifier file (default: the shipped one)")
+    serve.add_argument(
+        "--short-window",
+        action="store_true",
+        help="run Whisper on a 10 s window with guards (faster, +1 WER point measured)",
+    )
+    serve.add_argument("--cpu-threads", type=_positive_int, default=2)
+    serve.add_argument("--api-keys-file", help="one key per line; also read from $PASU_API_KEYS")
+    serve.add_argument(
+        "--no-auth", action="store_true", help="no API keys (development on a loopback host only)"
+    )
+    serve.add_argument("--debug-audio-dir", help="keep every received clip here (off by default)")
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(handler=cmd_serve)
+
+    understand = commands.add_parser(
+        "understand", help="understand audio files: transcript, intent, route, latency"
+    )
+    understand.add_argument("files", nargs="+", help="audio files (WAV, FLAC, OGG, ...)")
+    understand.add_argument("--json", action="store_true", help="one JSON object per file")
+    understand.add_argument("--model", help="device model directory (default: the shipped one)")
+    understand.add_argument(
+        "--cloud", help="cloud service URL (default: the cloud model in this process)"
+    )
+    understand.add_argument("--api-key", help="cloud API key (default: $PASU_API_KEY)")
+    understand.add_argument(
+        "--policy",
+        choices=("ppl", "lstm", "never", "always"),
+        help="offload policy (default: the model's calibrated one)",
+    )
+    understand.add_argument(
+        "--deadline",
+        type=float,
+        default=3.0,
+        help="seconds to wait for the cloud before answering on the device",
+    )
+    understand.set_defaults(handler=cmd_understand)
+
+    offramp = commands.add_parser("offramp", help="train and calibrate the offload decision")
+    offramp_commands = offramp.add_subparsers(dest="offramp_command", required=True)
+    for name, handler, text in (
+        ("train", cmd_offramp_train, "train the BiLSTM offramp on devel runs"),
+        ("calibrate", cmd_offramp_calibrate, "choose offload thresholds on devel runs"),
+    ):
+        sub = offramp_commands.add_parser(name, help=text)
+        sub.add_argument("--model", required=True, help="device model directory")
+        sub.add_argument("--data", default=str(slurp_tts_dir()))
+        sub.add_argument("--limit", type=_positive_int, help="a fixed subset of devel")
+        sub.set_defaults(handler=handler)
+        if name == "train":
+            sub.add_argument("--seed", type=int, default=0)
+        else:
+            target = sub.add_mutually_exclusive_group()
+            target.add_argument(
+                "--target-offload", type=float, help="share of utterances to offload (default 0.25)"
+            )
+            target.add_argument(
+                "--target-wer", type=float, help="overall WER to reach with the least offloading"
+            )
+            sub.add_argument("--cloud-model", default="whisper-base")
+            sub.add_argument("--default-policy", default="lstm", choices=("lstm", "ppl"))
+
     export = commands.add_parser("export", help="export a trained run as a device model directory")
     export.add_argument("--run", default="base")
     export.add_argument("--run-dir")
@@ -302,6 +568,31 @@ def build_parser() -> argparse.ArgumentParser:
     device.add_argument("--intent", help="intent classifier (.joblib)")
     device.add_argument("--json", help="write the report (JSON + Markdown table) here")
     device.set_defaults(handler=cmd_bench_device)
+
+    window = bench_commands.add_parser(
+        "whisper-window", help="Whisper short window + guards vs the 30 s padded run"
+    )
+    window.add_argument("--data", default=str(slurp_tts_dir()))
+    window.add_argument("--split", default="test")
+    window.add_argument("--model", default="whisper-base")
+    window.add_argument("--limit", type=_positive_int, default=300)
+    window.add_argument("--threads", type=_positive_int, default=2)
+    window.add_argument("--window-bucket", type=float, help="short-window step in seconds")
+    window.add_argument("--json", help="write the report (JSON + Markdown table) here")
+    window.set_defaults(handler=cmd_bench_whisper_window)
+
+    load = bench_commands.add_parser("cloud", help="load benchmark of the cloud service")
+    load.add_argument("--url", help="a running service; default: start `pasu serve` here")
+    load.add_argument("--key", help="API key for --url")
+    load.add_argument("--audio", nargs="+", default=[str(p) for p in sorted(SAMPLES.glob("*.wav"))])
+    load.add_argument("--clients", type=_positive_int, nargs="+", default=[1, 4, 16])
+    load.add_argument("--seconds", type=float, default=60.0, help="per client count")
+    load.add_argument("--model", default="whisper-base")
+    load.add_argument("--model-workers", type=_positive_int, default=1)
+    load.add_argument("--max-queue", type=int, default=8)
+    load.add_argument("--cpu-threads", type=_positive_int, default=2)
+    load.add_argument("--json", help="write the report (JSON + Markdown table) here")
+    load.set_defaults(handler=cmd_bench_cloud)
     return parser
 
 

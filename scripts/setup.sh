@@ -25,10 +25,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" --upgrade "pip>=24" "setuptools>=77.0.3,<81" wheel
-EXTRAS="device,eval,cloud,dev"
+# torch first, pinned, so that nothing later pulls a CUDA build (the cloud's MiniLM intent
+# model needs it too, so it is installed even with --no-train).
+"${PIP[@]}" "torch==2.13.0"
+EXTRAS="device,eval,cloud,azure,dev"
 if [ "$WITH_TRAIN" = 1 ]; then
-  # torch first, pinned, so that nothing later pulls a CUDA build.
-  "${PIP[@]}" "torch==2.13.0"
   EXTRAS="$EXTRAS,train"
 fi
 "${PIP[@]}" -e ".[$EXTRAS]"

@@ -10,6 +10,12 @@ DEVICE_MODULES = [
     "device.engine",
     "device.decoding",
     "device.ctc_prefix",
+    "device.offload",
+    "device.api",
+    "offramp.features",
+    "offramp.scores",
+    "offramp.policy",
+    "offramp.calibrate",
     "models.tokenizer",
     "models.text",
 ]

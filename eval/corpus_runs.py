@@ -1,0 +1,158 @@
+"""Per-utterance runs over a SLURP-format split, cached so that offramp training, calibration and
+the evaluation share them.
+
+- `device_runs`: every recording through the streaming engine (virtual 1× replay, pilots on the
+  simulated timeline), keeping the device's text, the last pilot's offramp features, the full
+  decode's features, and the latency breakdown.
+- `cloud_runs`: every recording through the cloud recogniser (Whisper), keeping its text and time.
+
+Results are appended to a JSONL file per (model, configuration, split, subset) under
+~/.cache/pasu/runs-cache, so an interrupted run resumes where it stopped.
+"""
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from tqdm import tqdm
+
+from device.audio import load_audio
+from device.engine import Engine, EngineConfig
+from device.latency import replay_virtual
+from eval.metrics import word_errors
+from eval.slurp import Recording, fixed_subset, load_recordings
+from offramp.features import OfframpFeatures
+from pasu.paths import cache_dir
+
+
+def _fingerprint(*parts: object) -> str:
+    digest = hashlib.sha1()
+    for part in parts:
+        if isinstance(part, Path) and part.is_dir():
+            for file in sorted(part.iterdir()):
+                if file.suffix in (".onnx", ".json", ".model", ".npz"):
+                    digest.update(file.name.encode())
+                    digest.update(file.read_bytes())
+        else:
+            digest.update(repr(part).encode())
+    return digest.hexdigest()[:12]
+
+
+def _recordings(data_dir: Path, split: str, limit: int | None) -> list[Recording]:
+    recordings = load_recordings(data_dir, split)
+    return fixed_subset(recordings, limit) if limit else recordings
+
+
+def _cached_rows(
+    path: Path, recordings: list[Recording], run_one: Callable[[Recording], dict], desc: str
+) -> list[dict]:
+    """Rows for `recordings`, computing (and appending) only the missing ones."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done: dict[str, dict] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by an interruption
+            done[row["id"]] = row
+    missing = [r for r in recordings if r.id not in done]
+    with path.open("a") as out:
+        for recording in tqdm(missing, desc=desc, unit="utt", disable=not missing):
+            row = run_one(recording)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            done[row["id"]] = row
+    return [done[r.id] for r in recordings]
+
+
+def _base_row(recording: Recording) -> dict:
+    return {
+        "id": recording.id,
+        "condition": recording.condition,
+        "reference": recording.text,
+        "gold_intent": recording.intent,
+    }
+
+
+def _scored(row: dict, text_key: str) -> dict:
+    errors = word_errors([row["reference"]], [row[text_key]])
+    row[f"{text_key}_errors"] = errors.errors
+    row["reference_words"] = errors.reference_words
+    return row
+
+
+def device_runs(
+    model_dir: Path,
+    data_dir: Path,
+    split: str,
+    limit: int | None = None,
+    config: EngineConfig | None = None,
+) -> list[dict]:
+    config = config or EngineConfig()
+    key = _fingerprint(model_dir, config, split, limit, data_dir.resolve())
+    path = cache_dir() / "runs-cache" / f"device-{split}-{key}.jsonl"
+    engine = Engine(model_dir, config)
+
+    def run_one(recording: Recording) -> dict:
+        samples = load_audio(recording.audio_path)
+        transcript, latency = replay_virtual(engine, samples)
+        pilot = transcript.last_pilot
+        row = _base_row(recording) | {
+            "audio_s": round(transcript.audio_s, 3),
+            "device_text": transcript.text,
+            "pilot_features": OfframpFeatures.from_decoding(
+                pilot.result, transcript.audio_s
+            ).to_json()
+            if pilot
+            else None,
+            "pilot_audio_s": pilot.audio_s if pilot else None,
+            "full_features": OfframpFeatures.from_decoding(
+                transcript.decode, transcript.audio_s
+            ).to_json()
+            if transcript.decode
+            else None,
+            "latency": asdict(latency),
+        }
+        return _scored(row, "device_text")
+
+    try:
+        return _cached_rows(path, _recordings(data_dir, split, limit), run_one, f"device {split}")
+    finally:
+        engine.close()
+
+
+def cloud_runs(
+    data_dir: Path,
+    split: str,
+    limit: int | None = None,
+    model: str = "whisper-base",
+    threads: int = 2,
+) -> list[dict]:
+    from cloud.asr import WhisperOptions, WhisperRecognizer
+    from cloud.whisper_models import resolve_checkpoint
+
+    key = _fingerprint(model, split, limit, data_dir.resolve())
+    path = cache_dir() / "runs-cache" / f"cloud-{split}-{key}.jsonl"
+    recognizer = None
+
+    def run_one(recording: Recording) -> dict:
+        nonlocal recognizer
+        if recognizer is None:
+            recognizer = WhisperRecognizer(
+                resolve_checkpoint(model), WhisperOptions(cpu_threads=threads)
+            )
+        audio = load_audio(recording.audio_path)
+        started = time.perf_counter()
+        transcript = recognizer.transcribe(audio)
+        row = _base_row(recording) | {
+            "cloud_text": transcript.text,
+            "cloud_ms": round((time.perf_counter() - started) * 1000, 1),
+            "window_s": transcript.window_s,
+        }
+        return _scored(row, "cloud_text")
+
+    return _cached_rows(path, _recordings(data_dir, split, limit), run_one, f"cloud {split}")
