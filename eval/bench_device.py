@@ -13,7 +13,6 @@ compute thread per stage. Each system runs in a fresh process, so its peak RSS i
 
 import platform
 import resource
-import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from multiprocessing import get_context
@@ -45,35 +44,18 @@ def _peak_rss_mb() -> float:
 
 
 def _run_espnet(checkpoint: Path, model_dir: Path, items: list[dict]) -> list[dict]:
-    import torch
+    from eval.corpus_runs import EspnetDecoder
 
-    from device.audio import load_audio
-    from device.frontend import GlobalCmvn, compute_fbank
-    from models.baseline import EspnetBaseline
-    from models.export import load_checkpoint_model, round_weights_to_float16
-    from models.tokenizer import Tokenizer
-
-    torch.set_num_threads(1)
-    model = load_checkpoint_model(checkpoint)
-    round_weights_to_float16(model)
-    baseline = EspnetBaseline(model)
-    cmvn, tokenizer = (
-        GlobalCmvn.load(model_dir / "cmvn.npz"),
-        Tokenizer(model_dir / "tokenizer.model"),
-    )
+    decode = EspnetDecoder(checkpoint, model_dir)
     rows = []
     for item in tqdm(items, desc="espnet", unit="utt"):
-        samples = load_audio(item["path"])
-        features = compute_fbank(samples, cmvn)  # streamable: not counted after the end of speech
-        started = time.perf_counter()
-        result = baseline.decode(features)
-        after_s = time.perf_counter() - started
+        text, after_s, audio_s = decode(Path(item["path"]))
         rows.append(
             {
-                "text": tokenizer.decode(result.token_ids),
+                "text": text,
                 "latency_ms": 1000 * after_s,
                 "compute_ms": 1000 * after_s,
-                "audio_s": len(samples) / 16000,
+                "audio_s": audio_s,
                 "nfe": None,
                 "pilot_nfe": 0,
                 "pilots_run": 0,

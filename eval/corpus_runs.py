@@ -22,6 +22,7 @@ from tqdm import tqdm
 from device.audio import load_audio
 from device.engine import Engine, EngineConfig
 from device.latency import replay_virtual
+from device.offload import encode_flac
 from eval.metrics import word_errors
 from eval.slurp import Recording, fixed_subset, load_recordings
 from offramp.features import OfframpFeatures
@@ -46,10 +47,18 @@ def _recordings(data_dir: Path, split: str, limit: int | None) -> list[Recording
     return fixed_subset(recordings, limit) if limit else recordings
 
 
+def audio_hash(recording: Recording) -> str:
+    return hashlib.sha1(recording.audio_path.read_bytes()).hexdigest()
+
+
 def _cached_rows(
-    path: Path, recordings: list[Recording], run_one: Callable[[Recording], dict], desc: str
+    path: Path,
+    recordings: list[Recording],
+    run_one: Callable[[Recording], dict],
+    desc: str,
+    key: Callable[[Recording], str] = lambda recording: recording.id,
 ) -> list[dict]:
-    """Rows for `recordings`, computing (and appending) only the missing ones."""
+    """Rows for `recordings`, computing (and appending) only those whose key is not cached."""
     path.parent.mkdir(parents=True, exist_ok=True)
     done: dict[str, dict] = {}
     if path.is_file():
@@ -58,15 +67,17 @@ def _cached_rows(
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut by an interruption
-            done[row["id"]] = row
-    missing = [r for r in recordings if r.id not in done]
+            done[row["key"]] = row
+    keys = [key(r) for r in recordings]
+    missing = [(r, k) for r, k in zip(recordings, keys, strict=True) if k not in done]
     with path.open("a") as out:
-        for recording in tqdm(missing, desc=desc, unit="utt", disable=not missing):
-            row = run_one(recording)
+        for recording, row_key in tqdm(missing, desc=desc, unit="utt", disable=not missing):
+            row = run_one(recording) | {"key": row_key}
             out.write(json.dumps(row) + "\n")
             out.flush()
-            done[row["id"]] = row
-    return [done[r.id] for r in recordings]
+            done[row_key] = row
+    # a cached row may come from another recording with the same audio: give it this one's id
+    return [done[k] | _base_row(r) for r, k in zip(recordings, keys, strict=True)]
 
 
 def _base_row(recording: Recording) -> dict:
@@ -135,8 +146,8 @@ def cloud_runs(
     from cloud.asr import WhisperOptions, WhisperRecognizer
     from cloud.whisper_models import resolve_checkpoint
 
-    key = _fingerprint(model, split, limit, data_dir.resolve())
-    path = cache_dir() / "runs-cache" / f"cloud-{split}-{key}.jsonl"
+    # cached by (model, audio hash), whatever split or subset asks
+    path = cache_dir() / "runs-cache" / f"cloud-{_fingerprint(model, 'padded')}.jsonl"
     recognizer = None
 
     def run_one(recording: Recording) -> dict:
@@ -151,8 +162,65 @@ def cloud_runs(
         row = _base_row(recording) | {
             "cloud_text": transcript.text,
             "cloud_ms": round((time.perf_counter() - started) * 1000, 1),
-            "window_s": transcript.window_s,
+            "upload_bytes": len(encode_flac(audio)),
         }
-        return _scored(row, "cloud_text")
+        return row
 
-    return _cached_rows(path, _recordings(data_dir, split, limit), run_one, f"cloud {split}")
+    rows = _cached_rows(
+        path, _recordings(data_dir, split, limit), run_one, f"cloud {split}", key=audio_hash
+    )
+    return [_scored(row, "cloud_text") for row in rows]
+
+
+def baseline_runs(
+    checkpoint: Path, model_dir: Path, data_dir: Path, split: str, limit: int | None = None
+) -> list[dict]:
+    """ESPnet's BatchBeamSearch on the torch weights (the OnDevice baseline): features while
+    speaking, the whole encoder and the beam search after the end of speech."""
+    key = _fingerprint(checkpoint.read_bytes()[: 1 << 20], model_dir, split, limit)
+    path = cache_dir() / "runs-cache" / f"espnet-{split}-{key}.jsonl"
+    decoder = None
+
+    def run_one(recording: Recording) -> dict:
+        nonlocal decoder
+        if decoder is None:
+            decoder = EspnetDecoder(checkpoint, model_dir)
+        text, after_s, audio_s = decoder(recording.audio_path)
+        row = _base_row(recording) | {
+            "espnet_text": text,
+            "latency_ms": round(after_s * 1000, 2),
+            "audio_s": round(audio_s, 3),
+        }
+        return _scored(row, "espnet_text")
+
+    return _cached_rows(path, _recordings(data_dir, split, limit), run_one, f"espnet {split}")
+
+
+class EspnetDecoder:
+    """Decodes a file with ESPnet's search (float16-rounded weights, as the device ships them);
+    returns (text, seconds after the end of speech, audio seconds)."""
+
+    def __init__(self, checkpoint: Path, model_dir: Path, threads: int = 1):
+        import torch
+
+        from device.frontend import GlobalCmvn
+        from models.baseline import EspnetBaseline
+        from models.export import load_checkpoint_model, round_weights_to_float16
+        from models.tokenizer import Tokenizer
+
+        torch.set_num_threads(threads)
+        model = load_checkpoint_model(checkpoint)
+        round_weights_to_float16(model)
+        self.baseline = EspnetBaseline(model)
+        self.cmvn = GlobalCmvn.load(model_dir / "cmvn.npz")
+        self.tokenizer = Tokenizer(model_dir / "tokenizer.model")
+
+    def __call__(self, audio_path: Path) -> tuple[str, float, float]:
+        from device.frontend import compute_fbank
+
+        samples = load_audio(audio_path)
+        features = compute_fbank(samples, self.cmvn)  # streamable: not counted after speech
+        started = time.perf_counter()
+        result = self.baseline.decode(features)
+        after_s = time.perf_counter() - started
+        return self.tokenizer.decode(result.token_ids), after_s, len(samples) / 16_000

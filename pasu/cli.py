@@ -289,6 +289,24 @@ def cmd_offramp_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval_slurp(args: argparse.Namespace) -> int:
+    from eval.reports import save_report
+    from eval.slurp_eval import format_report, run, write_plots, write_system_predictions
+
+    model = _existing(args.model, "device model directory")
+    checkpoint = _existing(args.checkpoint, "torch checkpoint")
+    report, utterances = run(
+        model, Path(args.data), args.split, args.limit, checkpoint, args.link, args.cloud_model
+    )
+    json_path = Path(args.json) if args.json else None
+    if args.plots:
+        report["plots"] = write_plots(report, Path(args.plots))
+    if json_path:
+        report["predictions"] = write_system_predictions(json_path.parent, utterances)
+    print(save_report(report, format_report(report), json_path))
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from models.export import export_model_dir, save_float16_state
     from models.train import default_run_dir
@@ -518,6 +536,22 @@ def build_parser() -> argparse.ArgumentParser:
             )
             sub.add_argument("--cloud-model", default="whisper-base")
             sub.add_argument("--default-policy", default="lstm", choices=("lstm", "ppl"))
+
+    evaluation = commands.add_parser("eval", help="evaluations")
+    eval_commands = evaluation.add_subparsers(dest="eval_command", required=True)
+    slurp = eval_commands.add_parser(
+        "slurp", help="WER and intent accuracy vs offload ratio and latency, every system"
+    )
+    slurp.add_argument("--model", default="models/pretrained/pasu-base")
+    slurp.add_argument("--checkpoint", help="torch weights for the ESPnet OnDevice baseline")
+    slurp.add_argument("--data", default=str(slurp_tts_dir()))
+    slurp.add_argument("--split", default="test")
+    slurp.add_argument("--limit", type=_positive_int, help="a fixed subset of the split")
+    slurp.add_argument("--link", default="wifi", choices=("none", "wifi", "5g", "lte"))
+    slurp.add_argument("--cloud-model", default="whisper-base")
+    slurp.add_argument("--json", help="write the report (JSON + Markdown + predictions) here")
+    slurp.add_argument("--plots", help="write PNG plots into this directory")
+    slurp.set_defaults(handler=cmd_eval_slurp)
 
     export = commands.add_parser("export", help="export a trained run as a device model directory")
     export.add_argument("--run", default="base")

@@ -1,0 +1,509 @@
+"""SLURP evaluation (PASU §7): WER and intent accuracy against offload ratio and latency.
+
+Every system answers the same recordings, from cached per-recording runs (`eval.corpus_runs`):
+- OnDevice: ESPnet's search after ingestion (needs the torch checkpoint);
+- Ours-OnDevice: our engine (pilots, beam collapse, early termination, CTC leap), never offloading;
+- AllOffload: every recording to the cloud;
+- NaiveHybrid: offload at random with probability α;
+- Ours-PPL / Ours-LSTM: the offramp scores of the last pilot output, thresholds swept;
+- Ours-after-full-decode (PPL / LSTM): the same scores on the full decode's output.
+
+Latency of an offloaded recording = the device's work before offloading + the upload of the FLAC
+waveform over the link + the link's round trip + the cloud's measured compute.
+"""
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from eval.metrics import intent_accuracy
+from eval.predictions import Prediction, write_predictions
+from offramp.features import OfframpFeatures
+from offramp.scores import BiLstmScorer, perplexity
+from pasu.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    rtt_ms: float
+    uplink_mbps: float
+    source: str
+
+    def transfer_ms(self, upload_bytes: int) -> float:
+        if self.uplink_mbps == float("inf"):
+            return self.rtt_ms
+        return self.rtt_ms + upload_bytes * 8 / (self.uplink_mbps * 1e6) * 1000
+
+
+LINKS = {
+    "none": Link("none", 0.0, float("inf"), "no network: the cloud's compute only"),
+    "wifi": Link(
+        "wifi",
+        10.0,
+        100.0,
+        "PASU §7.1: enterprise WiFi to a same-coast Azure region, 'bandwidth in 100s of Mb and "
+        "RTT in ms'",
+    ),
+    "5g": Link(
+        "5g",
+        35.0,
+        13.0,
+        "uplink: Opensignal 5G Experience Report, Oct 2021 (US carriers 9.7-16.1 Mbps); RTT: our "
+        "assumption, below LTE's",
+    ),
+    "lte": Link(
+        "lte",
+        55.0,
+        6.3,
+        "Opensignal State of Mobile USA, May 2019: LTE upload 6.3 Mbps, latency 44-66 ms",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One recording as every system saw it."""
+
+    id: str
+    condition: str
+    words: int
+    audio_s: float
+    gold_intent: str | None
+    device_errors: int
+    device_text: str
+    device_intent: str
+    device_ms: float  # Ours-OnDevice: end of speech → result
+    device_catch_up_ms: float  # ingestion still running at the end of speech
+    device_compute_ms: float
+    cloud_errors: int
+    cloud_text: str
+    cloud_intent: str
+    cloud_compute_ms: float
+    upload_bytes: int
+    pilot: OfframpFeatures | None
+    full: OfframpFeatures | None
+    espnet_errors: int | None = None
+    espnet_text: str | None = None
+    espnet_intent: str | None = None
+    espnet_ms: float | None = None
+
+
+def merge_runs(
+    device_rows, cloud_rows, device_intents, cloud_intents, espnet_rows=None, espnet_intents=None
+) -> list[Utterance]:
+    cloud_by_id = {r["id"]: (r, i) for r, i in zip(cloud_rows, cloud_intents, strict=True)}
+    espnet_by_id = (
+        {r["id"]: (r, i) for r, i in zip(espnet_rows, espnet_intents, strict=True)}
+        if espnet_rows
+        else {}
+    )
+    merged = []
+    for row, intent in zip(device_rows, device_intents, strict=True):
+        cloud, cloud_intent = cloud_by_id[row["id"]]
+        espnet, espnet_intent = espnet_by_id.get(row["id"], (None, None))
+        latency = row["latency"]
+        merged.append(
+            Utterance(
+                id=row["id"],
+                condition=row["condition"],
+                words=row["reference_words"],
+                audio_s=row["audio_s"],
+                gold_intent=row["gold_intent"],
+                device_errors=row["device_text_errors"],
+                device_text=row["device_text"],
+                device_intent=intent,
+                device_ms=latency["total_ms"],
+                device_catch_up_ms=latency["waiting_for_ingestion_ms"],
+                device_compute_ms=latency["ingestion_compute_ms"]
+                + latency["pilot_compute_ms"]
+                + latency["finish_compute_ms"],
+                cloud_errors=cloud["cloud_text_errors"],
+                cloud_text=cloud["cloud_text"],
+                cloud_intent=cloud_intent,
+                cloud_compute_ms=cloud["cloud_ms"],
+                upload_bytes=cloud["upload_bytes"],
+                pilot=OfframpFeatures.from_json(row["pilot_features"])
+                if row["pilot_features"]
+                else None,
+                full=OfframpFeatures.from_json(row["full_features"])
+                if row["full_features"]
+                else None,
+                espnet_errors=espnet["espnet_text_errors"] if espnet else None,
+                espnet_text=espnet["espnet_text"] if espnet else None,
+                espnet_intent=espnet_intent,
+                espnet_ms=espnet["latency_ms"] if espnet else None,
+            )
+        )
+    return merged
+
+
+def offload_ms(u: Utterance, link: Link, after_full_decode: bool) -> float:
+    """End of speech → the cloud's answer on the device."""
+    before = u.device_ms if after_full_decode else u.device_catch_up_ms
+    return before + link.transfer_ms(u.upload_bytes) + u.cloud_compute_ms
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """One policy at one threshold (or α): what users get."""
+
+    system: str
+    offload_ratio: float
+    wer: float
+    intent_accuracy: float | None
+    latency_mean_ms: float
+    latency_p90_ms: float
+    rtf: float  # device + cloud compute per second of audio
+    threshold: float | None = None
+
+
+def _point(system, utterances, offloaded, link, after_full, threshold=None) -> OperatingPoint:
+    offloaded = np.asarray(offloaded, bool)
+    words = sum(u.words for u in utterances)
+    errors = sum(
+        u.cloud_errors if o else u.device_errors for u, o in zip(utterances, offloaded, strict=True)
+    )
+    latencies = [
+        offload_ms(u, link, after_full) if o else u.device_ms
+        for u, o in zip(utterances, offloaded, strict=True)
+    ]
+    compute = sum(
+        (u.cloud_compute_ms + (u.device_compute_ms if after_full else 0.0))
+        if o
+        else u.device_compute_ms
+        for u, o in zip(utterances, offloaded, strict=True)
+    )
+    intents = None
+    if all(u.gold_intent is not None for u in utterances):
+        intents = intent_accuracy(
+            [u.gold_intent for u in utterances],
+            [
+                u.cloud_intent if o else u.device_intent
+                for u, o in zip(utterances, offloaded, strict=True)
+            ],
+        )
+    return OperatingPoint(
+        system,
+        float(offloaded.mean()),
+        errors / max(words, 1),
+        intents,
+        float(np.mean(latencies)),
+        float(np.percentile(latencies, 90)),
+        compute / 1000 / sum(u.audio_s for u in utterances),
+        threshold,
+    )
+
+
+def score_sweep(system, utterances, scores, link, after_full, steps=20) -> list[OperatingPoint]:
+    """Offload the most doubtful k recordings, for k at `steps` + 1 evenly spaced ratios."""
+    order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
+    points = []
+    for step in range(steps + 1):
+        count = round(step / steps * len(utterances))
+        offloaded = np.zeros(len(utterances), bool)
+        offloaded[order[:count]] = True
+        threshold = float(scores[order[count - 1]]) if count else None
+        points.append(_point(system, utterances, offloaded, link, after_full, threshold))
+    return points
+
+
+def naive_sweep(utterances, link, steps=20, seed=0) -> list[OperatingPoint]:
+    draws = np.random.default_rng(seed).random(len(utterances))
+    return [
+        _point("NaiveHybrid", utterances, draws < step / steps, link, False, step / steps)
+        for step in range(steps + 1)
+    ]
+
+
+def _scores(utterances, scorer, use_full: bool) -> np.ndarray:
+    values = []
+    for u in utterances:
+        features = (u.full if use_full else u.pilot) or u.full
+        values.append(np.inf if features is None else float(scorer(features)))
+    finite = np.array(values)
+    return np.where(np.isfinite(finite), finite, np.finfo(np.float64).max)
+
+
+def evaluate(
+    utterances: list[Utterance], link: Link, bilstm: BiLstmScorer | None, steps: int = 20
+) -> dict:
+    """Every system's operating points on these utterances."""
+    none, every = np.zeros(len(utterances), bool), np.ones(len(utterances), bool)
+    fixed = [
+        _point("Ours-OnDevice", utterances, none, link, False),
+        _point("AllOffload", utterances, every, link, False),
+    ]
+    if all(u.espnet_errors is not None for u in utterances):
+        espnet_view = [
+            Utterance(
+                **{
+                    **u.__dict__,
+                    "device_errors": u.espnet_errors,
+                    "device_intent": u.espnet_intent,
+                    "device_ms": u.espnet_ms,
+                }
+            )
+            for u in utterances
+        ]
+        fixed.insert(0, _point("OnDevice (ESPnet)", espnet_view, none, link, False))
+    scorers = {"PPL": perplexity}
+    if bilstm is not None:
+        scorers["LSTM"] = bilstm
+    sweeps = {"NaiveHybrid": naive_sweep(utterances, link, steps)}
+    for name, scorer in scorers.items():
+        sweeps[f"Ours-{name}"] = score_sweep(
+            f"Ours-{name}", utterances, _scores(utterances, scorer, False), link, False, steps
+        )
+        sweeps[f"Ours-after-full-decode-{name}"] = score_sweep(
+            f"Ours-after-full-decode-{name}",
+            utterances,
+            _scores(utterances, scorer, True),
+            link,
+            True,
+            steps,
+        )
+    return {"fixed": fixed, "sweeps": sweeps}
+
+
+def wer_targets(result: dict, count: int = 4) -> list[float]:
+    """Overall WER targets that bracket the device's and the cloud's WER."""
+    fixed = {p.system: p for p in result["fixed"]}
+    best = min(p.wer for points in result["sweeps"].values() for p in points)
+    device = fixed["Ours-OnDevice"].wer
+    if device <= best:
+        return [device]
+    return [float(v) for v in np.linspace(device, best, count + 1)[1:]]
+
+
+def cheapest_meeting(points: list[OperatingPoint], target: float) -> OperatingPoint | None:
+    meeting = [p for p in points if p.wer <= target + 1e-12]
+    return min(meeting, key=lambda p: p.offload_ratio) if meeting else None
+
+
+def target_counts(utterances: list[Utterance]) -> dict:
+    """Recordings where the cloud beats the device (targets) and where it does not."""
+    targets = sum(u.cloud_errors < u.device_errors for u in utterances)
+    return {"targets": targets, "non_targets": len(utterances) - targets}
+
+
+def write_system_predictions(out_dir: Path, utterances: list[Utterance]) -> list[str]:
+    """SLURP-format predictions of the fixed systems, for the official scorer."""
+    systems = {
+        "ours-ondevice": lambda u: (u.device_text, u.device_intent),
+        "alloffload": lambda u: (u.cloud_text, u.cloud_intent),
+    }
+    if all(u.espnet_text is not None for u in utterances):
+        systems["ondevice-espnet"] = lambda u: (u.espnet_text, u.espnet_intent)
+    written = []
+    for name, pick in systems.items():
+        path = out_dir / f"predictions-{name}.jsonl"
+        write_predictions(path, (Prediction(u.id, *pick(u)) for u in utterances))
+        written.append(str(path))
+    return written
+
+
+def _condition_wers(utterances: list[Utterance], errors_of) -> dict[str, float | None]:
+    def wer(keep) -> float | None:
+        chosen = [u for u in utterances if keep(u)]
+        if not chosen:
+            return None
+        return sum(errors_of(u) for u in chosen) / max(sum(u.words for u in chosen), 1)
+
+    return {
+        "wer": wer(lambda u: True),
+        "wer_close": wer(lambda u: u.condition == "close"),
+        "wer_far": wer(lambda u: u.condition == "far"),
+    }
+
+
+def build_report(
+    utterances: list[Utterance], link: Link, bilstm: BiLstmScorer | None, meta: dict
+) -> dict:
+    result = evaluate(utterances, link, bilstm)
+    by_condition = {
+        "Ours-OnDevice": _condition_wers(utterances, lambda u: u.device_errors),
+        "AllOffload": _condition_wers(utterances, lambda u: u.cloud_errors),
+    }
+    if utterances and utterances[0].espnet_errors is not None:
+        by_condition["OnDevice (ESPnet)"] = _condition_wers(utterances, lambda u: u.espnet_errors)
+    targets = wer_targets(result)
+    table6 = []
+    for target in targets:
+        row = {"target_wer": target}
+        for name, points in result["sweeps"].items():
+            point = cheapest_meeting(points, target)
+            row[name] = point.__dict__ if point else None
+        table6.append(row)
+    return {
+        "benchmark": "slurp-eval",
+        "utterances": len(utterances),
+        "link": link.__dict__ | {"uplink_mbps": str(link.uplink_mbps)},
+        "fixed": [p.__dict__ for p in result["fixed"]],
+        "by_condition": by_condition,
+        "sweeps": {k: [p.__dict__ for p in v] for k, v in result["sweeps"].items()},
+        "table6": table6,
+        "target_counts": target_counts(utterances),
+        **meta,
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f} %"
+
+
+def format_report(report: dict) -> str:
+    link = report["link"]
+    lines = [
+        f"SLURP evaluation on {report['utterances']} recordings; link `{link['name']}` "
+        f"(RTT {link['rtt_ms']:g} ms, uplink {link['uplink_mbps']} Mbps)",
+        "",
+        "| system | WER | WER close | WER far | intent acc | offload | mean ms | p90 ms | RTF |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for point in report["fixed"]:
+        wers = report["by_condition"].get(point["system"], {})
+        lines.append(
+            f"| {point['system']} | {_pct(point['wer'])} | {_pct(wers.get('wer_close'))} | "
+            f"{_pct(wers.get('wer_far'))} | {_pct(point['intent_accuracy'])} | "
+            f"{100 * point['offload_ratio']:.0f} % | {point['latency_mean_ms']:.0f} | "
+            f"{point['latency_p90_ms']:.0f} | {point['rtf']:.3f} |"
+        )
+    policies = list(report["sweeps"])
+    lines += [
+        "",
+        "Least offloading that reaches each overall WER target (Table 6 style): "
+        "offload % / mean ms / p90 ms",
+        "",
+        "| target WER | " + " | ".join(policies) + " |",
+        "| --- | " + " | ".join("---" for _ in policies) + " |",
+    ]
+    for row in report["table6"]:
+        cells = []
+        for name in policies:
+            point = row[name]
+            cells.append(
+                "not reached"
+                if point is None
+                else f"{100 * point['offload_ratio']:.0f} % / {point['latency_mean_ms']:.0f} / "
+                f"{point['latency_p90_ms']:.0f}"
+            )
+        lines.append(f"| {_pct(row['target_wer'])} | " + " | ".join(cells) + " |")
+    counts = report["target_counts"]
+    lines += [
+        "",
+        f"Targets (the cloud makes fewer word errors than the device): {counts['targets']}; "
+        f"non-targets: {counts['non_targets']}.",
+    ]
+    return "\n".join(lines)
+
+
+def _plot(report: dict, x, y, labels: tuple[str, str, str], path: Path) -> str:
+    """One figure: a line per swept policy, a marker per fixed system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for name, points in report["sweeps"].items():
+        axis.plot(
+            [x(p) for p in points],
+            [y(p) for p in points],
+            marker=".",
+            label=name,
+            linestyle="--" if name == "NaiveHybrid" else "-",
+        )
+    for point in report["fixed"]:
+        axis.scatter(x(point), y(point), s=60, zorder=3, label=point["system"])
+    axis.set(xlabel=labels[0], ylabel=labels[1], title=labels[2])
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return str(path)
+
+
+def write_plots(report: dict, out_dir: Path) -> list[str]:
+    """WER vs offload ratio, and latency vs WER (PASU Figure 4), as PNG."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        _plot(
+            report,
+            lambda p: 100 * p["offload_ratio"],
+            lambda p: 100 * p["wer"],
+            ("offloaded recordings (%)", "overall WER (%)", "WER vs offload ratio"),
+            out_dir / "wer-vs-offload.png",
+        ),
+        _plot(
+            report,
+            lambda p: 100 * p["wer"],
+            lambda p: p["latency_mean_ms"],
+            (
+                "overall WER (%)",
+                "mean latency after end of speech (ms)",
+                f"latency vs WER ({report['link']['name']} link)",
+            ),
+            out_dir / "latency-vs-wer.png",
+        ),
+    ]
+
+
+def run(
+    model_dir: Path,
+    data_dir: Path,
+    split: str = "test",
+    limit: int | None = None,
+    checkpoint: Path | None = None,
+    link: str = "wifi",
+    cloud_model: str = "whisper-base",
+    cloud_intent: str = "minilm",
+) -> tuple[dict, list[Utterance]]:
+    """Run (or load from the cache) every system on the split and build the report."""
+    import datetime
+    import platform
+
+    from cloud.understanding import load_intent_model
+    from device.api import Understander
+    from eval.corpus_runs import baseline_runs, cloud_runs, device_runs
+    from offramp.policy import BILSTM_FILE
+
+    if link not in LINKS:
+        raise ConfigError(f"unknown link {link!r}; expected one of {sorted(LINKS)}")
+    device = device_runs(model_dir, data_dir, split, limit)
+    cloud = cloud_runs(data_dir, split, limit, cloud_model)
+    espnet = baseline_runs(checkpoint, model_dir, data_dir, split, limit) if checkpoint else None
+    device_classifier = Understander._intent_model(model_dir, None)
+    cloud_classifier = load_intent_model(cloud_intent)
+
+    def intents(classifier, texts: list[str]) -> list[str]:
+        predictions = classifier.predict([t or "-" for t in texts])
+        return [p.intent if t else "" for p, t in zip(predictions, texts, strict=True)]
+
+    utterances = merge_runs(
+        device,
+        cloud,
+        intents(device_classifier, [r["device_text"] for r in device]),
+        intents(cloud_classifier, [r["cloud_text"] for r in cloud]),
+        espnet,
+        intents(device_classifier, [r["espnet_text"] for r in espnet]) if espnet else None,
+    )
+    bilstm_path = model_dir / BILSTM_FILE
+    bilstm = BiLstmScorer.load(bilstm_path) if bilstm_path.is_file() else None
+    meta = {
+        "split": split,
+        "limit": limit,
+        "data_dir": str(data_dir),
+        "model_dir": str(model_dir),
+        "model_config": json.loads((model_dir / "config.json").read_text()).get("model_name"),
+        "checkpoint": str(checkpoint) if checkpoint else None,
+        "cloud_model": cloud_model,
+        "cloud_intent": cloud_intent,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "date": datetime.date.today().isoformat(),
+    }
+    return build_report(utterances, LINKS[link], bilstm, meta), utterances

@@ -1,0 +1,97 @@
+"""The SLURP evaluation runner on a small corpus: report structure and consistency."""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from eval.slurp_eval import LINKS, format_report, run, write_plots, write_system_predictions
+from models.intent import train_intent_classifier
+from tests.conftest import WORDS, slurp_record, tiny_model_config
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_model, tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("slurp-eval")
+    model, model_dir = tiny_model
+    checkpoint = root / "model.pt"
+    torch.save(
+        {"model": model.state_dict(), "model_config": asdict(tiny_model_config())}, checkpoint
+    )
+    classifier = train_intent_classifier(list(WORDS), ["iot_x", "iot_y", "iot_x", "iot_y"])
+    local_model = root / "model"
+    import shutil
+
+    shutil.copytree(model_dir, local_model)
+    classifier.save(local_model / "intent.joblib")
+    corpus = root / "corpus"
+    (corpus / "audio").mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    lines = []
+    for i in range(12):
+        name = f"test-{i}-headset.flac" if i % 2 else f"test-{i}.flac"
+        t = np.arange(int(16000 * rng.uniform(1.6, 2.4))) / 16000
+        tone = 0.2 * np.sin(2 * np.pi * (200 + 60 * (i % 5)) * t) * np.sin(2 * np.pi * 2 * t)
+        sf.write(corpus / "audio" / name, tone, 16000)
+        lines.append(json.dumps(slurp_record(i, WORDS[i % 4], "iot", "x", [name])) + "\n")
+    (corpus / "test.jsonl").write_text("".join(lines))
+    return local_model, checkpoint, corpus
+
+
+def evaluate_small(setup):
+    model_dir, checkpoint, corpus = setup
+    return run(
+        model_dir,
+        corpus,
+        "test",
+        checkpoint=checkpoint,
+        cloud_model="whisper-tiny.en",
+        cloud_intent="text",
+    )
+
+
+def test_report_structure_and_consistency(setup, tmp_path):
+    report, utterances = evaluate_small(setup)
+    assert report["utterances"] == len(utterances) == 12
+    fixed = {p["system"]: p for p in report["fixed"]}
+    assert set(fixed) == {"OnDevice (ESPnet)", "Ours-OnDevice", "AllOffload"}
+    assert fixed["Ours-OnDevice"]["offload_ratio"] == 0.0
+    assert fixed["AllOffload"]["offload_ratio"] == 1.0
+    for name, points in report["sweeps"].items():
+        first, last = points[0], points[-1]
+        assert first["offload_ratio"] == 0.0 and last["offload_ratio"] == 1.0
+        assert first["wer"] == pytest.approx(fixed["Ours-OnDevice"]["wer"])
+        assert last["wer"] == pytest.approx(fixed["AllOffload"]["wer"])
+        if not name.startswith("Ours-after-full"):
+            assert first["latency_mean_ms"] == pytest.approx(
+                fixed["Ours-OnDevice"]["latency_mean_ms"]
+            )
+            assert last["latency_mean_ms"] == pytest.approx(fixed["AllOffload"]["latency_mean_ms"])
+    after_full = report["sweeps"]["Ours-after-full-decode-PPL"][-1]
+    assert after_full["latency_mean_ms"] > fixed["AllOffload"]["latency_mean_ms"]
+    counts = report["target_counts"]
+    assert counts["targets"] + counts["non_targets"] == 12
+    assert report["table6"] and "target_wer" in report["table6"][0]
+    table = format_report(report)
+    assert "Ours-OnDevice" in table and "target WER" in table
+
+    plots = write_plots(report, tmp_path / "plots")
+    assert all(Path(p).stat().st_size > 1000 for p in plots)
+    predictions = write_system_predictions(tmp_path, utterances)
+    first = json.loads(Path(predictions[0]).read_text().splitlines()[0])
+    assert set(first) == {"file", "text", "scenario", "action", "entities"}
+
+    again, _ = evaluate_small(setup)  # everything cached: the same numbers
+    assert again["fixed"] == report["fixed"]
+
+
+def test_links_have_sources():
+    for link in LINKS.values():
+        assert link.source and link.rtt_ms >= 0
+    assert LINKS["lte"].transfer_ms(63_000) == pytest.approx(55 + 80)
