@@ -250,8 +250,20 @@ def load_checkpoint_model(checkpoint: Path) -> LateContextModel:
 def export_model_dir(
     checkpoint: Path, run_dir: Path, out_dir: Path, extra: dict | None = None
 ) -> Path:
-    """A device model directory from a training checkpoint and its run directory."""
+    """A device model directory from a training checkpoint and its run directory; config.json
+    records which checkpoint and how far training had got."""
     model = load_checkpoint_model(checkpoint)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False).get("state", {})
+    history = state.get("history") or [{}]
+    training = {
+        "run": run_dir.name,
+        "checkpoint": checkpoint.name,
+        "epoch": state.get("epoch"),
+        "step": state.get("step"),
+        "train_hours": round(state.get("train_seconds", 0.0) / 3600, 3),
+        "last_validation": history[-1],
+    }
+    extra = {"training": training, **(extra or {})}
     return write_model_dir(model, run_dir / "tokenizer.model", run_dir / "cmvn.npz", out_dir, extra)
 
 
