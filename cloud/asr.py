@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from faster_whisper.transcribe import get_compression_ratio
 
 from cloud.whisper_models import WhisperCheckpoint
 from device.audio import SAMPLE_RATE_HZ
@@ -66,7 +67,7 @@ class ShortWindowGuards:
         """Name of the first guard the decode fails, or "" when it passes."""
         if tokens >= max_tokens:
             return "no end of text"
-        if text and _compression_ratio(text) > self.max_compression_ratio:
+        if text and get_compression_ratio(text) > self.max_compression_ratio:
             return "repetition"
         if avg_logprob < self.min_avg_logprob:
             return "low confidence"
@@ -79,13 +80,6 @@ class ShortWindowGuards:
     def is_silence(self, avg_logprob: float, no_speech_prob: float) -> bool:
         """Whisper's own rule for windows without speech."""
         return no_speech_prob > self.max_no_speech_prob and avg_logprob < self.min_avg_logprob
-
-
-def _compression_ratio(text: str) -> float:
-    import zlib
-
-    encoded = text.encode("utf-8")
-    return len(encoded) / len(zlib.compress(encoded))
 
 
 @dataclass

@@ -3,7 +3,7 @@
 import ipaddress
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pasu.errors import ConfigError
@@ -30,7 +30,6 @@ class ServiceSettings:
     short_window: bool = False
     cpu_threads: int = 2
     debug_audio_dir: str | None = None  # only when set are received clips kept (for debugging)
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.require_auth and not self.api_keys:

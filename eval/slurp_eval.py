@@ -21,6 +21,7 @@ import numpy as np
 
 from eval.metrics import intent_accuracy
 from eval.predictions import Prediction, write_predictions
+from eval.reports import pct
 from offramp.features import OfframpFeatures
 from offramp.scores import BiLstmScorer, perplexity
 from pasu.errors import ConfigError
@@ -351,10 +352,6 @@ def build_report(
     }
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f} %"
-
-
 def format_report(report: dict) -> str:
     link = report["link"]
     lines = [
@@ -367,8 +364,8 @@ def format_report(report: dict) -> str:
     for point in report["fixed"]:
         wers = report["by_condition"].get(point["system"], {})
         lines.append(
-            f"| {point['system']} | {_pct(point['wer'])} | {_pct(wers.get('wer_close'))} | "
-            f"{_pct(wers.get('wer_far'))} | {_pct(point['intent_accuracy'])} | "
+            f"| {point['system']} | {pct(point['wer'])} | {pct(wers.get('wer_close'))} | "
+            f"{pct(wers.get('wer_far'))} | {pct(point['intent_accuracy'])} | "
             f"{100 * point['offload_ratio']:.0f} % | {point['latency_mean_ms']:.0f} | "
             f"{point['latency_p90_ms']:.0f} | {point['rtf']:.3f} |"
         )
@@ -391,7 +388,7 @@ def format_report(report: dict) -> str:
                 else f"{100 * point['offload_ratio']:.0f} % / {point['latency_mean_ms']:.0f} / "
                 f"{point['latency_p90_ms']:.0f}"
             )
-        lines.append(f"| {_pct(row['target_wer'])} | " + " | ".join(cells) + " |")
+        lines.append(f"| {pct(row['target_wer'])} | " + " | ".join(cells) + " |")
     counts = report["target_counts"]
     lines += [
         "",
