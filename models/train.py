@@ -27,6 +27,7 @@ from eval.slurp import load_recordings, load_sentences, unique_sentences
 from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from models.features import build_feature_cache, compute_cmvn, iter_cached, split_cache_dir
 from models.tokenizer import BLANK_ID, Tokenizer, train_tokenizer
+from models.weights import load_weights
 from pasu.errors import DataError
 from pasu.paths import cache_dir
 
@@ -67,6 +68,8 @@ class TrainConfig:
     limit: int | None = None
     max_steps: int | None = None
     overrides: dict = field(default_factory=dict)
+    # Weights to start from (GPU shards or a checkpoint); optimizer and schedule start fresh.
+    init_from: str | None = None
 
 
 @dataclass
@@ -100,9 +103,7 @@ def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
             recordings = rng.sample(recordings, min(config.validation_utterances, len(recordings)))
         directory = split_cache_dir(data_dir, split)
         if split == "devel":
-            directory = directory.with_name(
-                f"devel-sample{len(recordings)}-seed{config.seed}-limit{config.limit}"
-            )
+            directory = validation_cache_dir(config, len(recordings))
         elif config.limit:
             directory = directory.with_name(f"train-limit{config.limit}")
         build_feature_cache(recordings, directory, progress=progress)
@@ -112,6 +113,14 @@ def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
     if not cmvn_path.is_file():
         compute_cmvn(iter_cached(splits["train"])).save(cmvn_path)
     return tokenizer, GlobalCmvn.load(cmvn_path), splits
+
+
+def validation_cache_dir(config: TrainConfig, count: int | None = None) -> Path:
+    """Where a run's validation sample (`count` devel recordings) has its features."""
+    count = config.validation_utterances if count is None else count
+    return split_cache_dir(Path(config.data_dir), "devel").with_name(
+        f"devel-sample{count}-seed{config.seed}-limit{config.limit}"
+    )
 
 
 def load_utterances(directory: Path, tokenizer: Tokenizer) -> list[Utterance]:
@@ -252,6 +261,9 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
             f"resumed at epoch {state['epoch']} batch {state['batch_in_epoch']} "
             f"(step {state['step']}, {state['train_seconds'] / 3600:.2f} h trained)",
         )
+    elif config.init_from:
+        model.load_state_dict(load_weights(Path(config.init_from)))
+        _log(run_dir, f"initialised from {config.init_from}")
 
     train_set = load_utterances(splits["train"], tokenizer)
     devel_set = load_utterances(splits["devel"], tokenizer)

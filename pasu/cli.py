@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -80,6 +81,15 @@ def cmd_data_voices(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adopt_frontend(source: Path, run_dir: Path) -> None:
+    """A run started from other weights must use their tokenizer and CMVN."""
+    folder = source if source.is_dir() else source.parent
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.model", "tokenizer.vocab", "cmvn.npz"):
+        if (folder / name).is_file() and not (run_dir / name).is_file():
+            shutil.copyfile(folder / name, run_dir / name)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from models.train import TrainConfig, default_run_dir, train
 
@@ -92,8 +102,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         limit=args.limit,
         threads=args.threads,
+        peak_lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        init_from=args.init_from,
     )
     run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
+    if args.init_from:
+        _adopt_frontend(Path(args.init_from), run_dir)
     state = train(config, run_dir, progress=not args.quiet)
     last = state["history"][-1] if state["history"] else {}
     print(
@@ -307,6 +322,29 @@ def cmd_eval_slurp(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    from models.features import split_cache_dir
+    from models.packed import pack_run
+    from models.train import TrainConfig, default_run_dir, validation_cache_dir
+
+    run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
+    _existing(str(run_dir / "train_config.json"), "run configuration (run `pasu train` first)")
+    config = TrainConfig(**json.loads((run_dir / "train_config.json").read_text()))
+    written = pack_run(
+        run_dir,
+        split_cache_dir(Path(config.data_dir), "train"),
+        validation_cache_dir(config),
+        Path(args.out),
+        packs=args.packs,
+        max_bytes=int(args.max_mb * 1e6),
+        seed=args.seed,
+        skip=args.skip,
+    )
+    for path in written:
+        print(f"{path}  {path.stat().st_size / 1e6:.1f} MB")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from models.export import export_model_dir, save_float16_state
     from models.train import default_run_dir
@@ -433,6 +471,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--limit", type=_positive_int, help="only the first N recordings")
     train.add_argument("--threads", type=_positive_int, default=2)
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--lr", type=float, default=2e-3, help="peak learning rate")
+    train.add_argument("--warmup-steps", type=_positive_int, default=1500)
+    train.add_argument(
+        "--init-from",
+        help="start from these weights (a folder of GPU weight shards with the tokenizer and "
+        "CMVN they were trained with, or a checkpoint file); used only when the run is new",
+    )
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=cmd_train)
 
@@ -552,6 +597,23 @@ def build_parser() -> argparse.ArgumentParser:
     slurp.add_argument("--json", help="write the report (JSON + Markdown + predictions) here")
     slurp.add_argument("--plots", help="write PNG plots into this directory")
     slurp.set_defaults(handler=cmd_eval_slurp)
+
+    pack = commands.add_parser(
+        "pack", help="pack a run's train features small enough to carry to a lent GPU"
+    )
+    pack.add_argument("--run", default="base")
+    pack.add_argument("--run-dir")
+    pack.add_argument("--out", required=True, help="folder for train-NN.npz.xz and devel-00")
+    pack.add_argument("--packs", type=_positive_int, default=4)
+    pack.add_argument("--max-mb", type=float, default=42.0, help="size of each pack")
+    pack.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        help="leave out the first N of the shuffled order (8000 × the packs of an earlier call)",
+    )
+    pack.add_argument("--seed", type=int, default=0)
+    pack.set_defaults(handler=cmd_pack)
 
     export = commands.add_parser("export", help="export a trained run as a device model directory")
     export.add_argument("--run", default="base")

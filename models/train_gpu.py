@@ -1,0 +1,222 @@
+"""Training the device model on a lent GPU from packed data (`models.packed`).
+
+A lent GPU machine runs one command for at most 10 minutes and is given back after 30 s idle,
+so a run here is a sequence of time-boxed calls: each loads the packs, resumes from its local
+checkpoint if the machine is still warm (or from shipped-back weights otherwise), trains until
+its minutes are spent, validates, and writes fp16 weight shards small enough to come back.
+The weights load into `LateContextModel` on the CPU (`pasu train --init-from`), where training
+carries on over the full feature cache.
+"""
+
+import argparse
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from espnet2.asr.specaug.specaug import SpecAug
+
+from eval.metrics import wer
+from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
+from models.packed import PackedUtterance, read_pack
+from models.tokenizer import BLANK_ID, Tokenizer
+from models.train import MODEL_SIZES, epoch_batches, warmup_schedule
+from models.weights import load_shards, save_shards
+
+
+class GpuCorpus:
+    """All packed utterances in one device tensor, batched by slicing."""
+
+    def __init__(self, utterances: Sequence[PackedUtterance], device: torch.device):
+        self.lengths = [len(u.features) for u in utterances]
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]])
+        self.features = torch.from_numpy(np.concatenate([u.features for u in utterances])).to(
+            device, torch.float16
+        )
+        self.tokens = [torch.from_numpy(u.tokens) for u in utterances]
+        self.device = device
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, indices: Sequence[int]):
+        lengths = torch.tensor([self.lengths[i] for i in indices])
+        token_lengths = torch.tensor([len(self.tokens[i]) for i in indices])
+        features = torch.zeros(
+            len(indices), int(lengths.max()), self.features.shape[1], device=self.device
+        )
+        tokens = torch.full((len(indices), int(token_lengths.max())), IGNORE_ID, dtype=torch.long)
+        for row, i in enumerate(indices):
+            start = int(self.starts[i])
+            features[row, : self.lengths[i]] = self.features[start : start + self.lengths[i]]
+            tokens[row, : len(self.tokens[i])] = self.tokens[i]
+        return (
+            features,
+            lengths.to(self.device),
+            tokens.to(self.device),
+            token_lengths.to(self.device),
+        )
+
+
+@torch.no_grad()
+def validate(model: LateContextModel, corpus: GpuCorpus, tokenizer: Tokenizer) -> dict:
+    model.eval()
+    losses, hypotheses, references = [], [], []
+    for start in range(0, len(corpus), 64):
+        indices = list(range(start, min(start + 64, len(corpus))))
+        features, lengths, tokens, token_lengths = corpus.batch(indices)
+        losses.append(float(model(features, lengths, tokens, token_lengths)["loss"]))
+        encoded, encoded_lengths = model.encode(features, lengths)
+        best = model.ctc.argmax(encoded)
+        for row, n, i in zip(best, encoded_lengths, indices, strict=True):
+            ids = torch.unique_consecutive(row[: int(n)]).tolist()
+            hypotheses.append(tokenizer.decode([t for t in ids if t != BLANK_ID]))
+            references.append(tokenizer.decode(corpus.tokens[i].tolist()))
+    model.train()
+    return {"loss": float(np.mean(losses)), "ctc_greedy_wer": wer(references, hypotheses)}
+
+
+def _read_packs(folder: Path, prefix: str) -> list[PackedUtterance]:
+    return [u for path in sorted(folder.glob(f"{prefix}-*.npz.xz")) for u in read_pack(path)]
+
+
+def train(args: argparse.Namespace) -> dict:
+    torch.manual_seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = Tokenizer(args.tokenizer)
+    train_set = _read_packs(Path(args.packs), "train")
+    valid_set = _read_packs(Path(args.packs), "devel")
+    corpus, valid = GpuCorpus(train_set, device), GpuCorpus(valid_set, device)
+    overrides = json.loads(args.overrides)
+    config = ModelConfig(vocab_size=tokenizer.vocab_size, **{**MODEL_SIZES[args.size], **overrides})
+    model = LateContextModel(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-6)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_schedule(args.warmup))
+    specaug = SpecAug(
+        freq_mask_width_range=(0, 27),
+        num_freq_mask=2,
+        time_mask_width_ratio_range=(0.0, 0.05),
+        num_time_mask=2,
+    )
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "seconds": 0.0, "history": []}
+    checkpoint = work / "checkpoint.pt"
+    if checkpoint.is_file():
+        saved = torch.load(checkpoint, weights_only=False)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        state = saved["state"]
+    elif args.init:
+        model.load_state_dict(load_shards(Path(args.init)))
+    print(
+        f"{args.name}: {len(corpus)} train / {len(valid)} valid utterances, "
+        f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters, "
+        f"resuming at step {state['step']}",
+        flush=True,
+    )
+    deadline = time.monotonic() + args.minutes * 60
+    last_report = time.monotonic()
+    running: list[torch.Tensor] = []
+    model.train()
+    packs = _pack_names(Path(args.packs))
+    while time.monotonic() < deadline:
+        if state["batch_in_epoch"] == 0 and _pack_names(Path(args.packs)) != packs:
+            # More packs arrived while this ran (uploaded by later calls): use them from now on.
+            packs = _pack_names(Path(args.packs))
+            corpus = GpuCorpus(_read_packs(Path(args.packs), "train"), device)
+            print(
+                f"{args.name}: {len(corpus)} train utterances from {len(packs)} packs", flush=True
+            )
+        batches = epoch_batches(corpus.lengths, args.max_frames, args.seed, state["epoch"])
+        for indices in batches[state["batch_in_epoch"] :]:
+            features, lengths, tokens, token_lengths = corpus.batch(indices)
+            features, lengths = specaug(features, lengths)
+            out = model(features, lengths, tokens, token_lengths)
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            scheduler.step()
+            state["step"] += 1
+            state["batch_in_epoch"] += 1
+            running.append(torch.stack([out["loss"].detach(), out["ctc"], out["accuracy"]]))
+            if time.monotonic() - last_report > args.report_seconds:
+                scores = validate(model, valid, tokenizer)
+                loss, ctc, accuracy = torch.stack(running).mean(0).tolist()
+                record = {
+                    "step": state["step"],
+                    "epoch": state["epoch"],
+                    "lr": scheduler.get_last_lr()[0],
+                    "train_loss": round(float(loss), 3),
+                    "train_ctc": round(float(ctc), 3),
+                    "train_accuracy": round(float(accuracy), 4),
+                    **{f"valid_{k}": round(v, 4) for k, v in scores.items()},
+                }
+                state["history"].append(record)
+                print(args.name, json.dumps(record), flush=True)
+                _publish(model, config, state, Path(args.out))
+                running, last_report = [], time.monotonic()
+            if time.monotonic() >= deadline:
+                break
+        else:
+            state["epoch"] += 1
+            state["batch_in_epoch"] = 0
+    scores = validate(model, valid, tokenizer)
+    state["final"] = {"step": state["step"], **scores}
+    print(args.name, "final", json.dumps(state["final"]), flush=True)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "state": state,
+        },
+        checkpoint,
+    )
+    _publish(model, config, state, Path(args.out))
+    return state
+
+
+def _pack_names(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.glob("train-*.npz.xz"))
+
+
+def _publish(model: LateContextModel, config: ModelConfig, state: dict, out: Path) -> None:
+    """Weights and history where the next call can send them back (written atomically)."""
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    save_shards(model.state_dict(), partial)
+    history = {"model_config": config.to_dict(), **state}
+    (partial / "history.json").write_text(json.dumps(history, indent=1, default=float) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default="gpu")
+    parser.add_argument("--packs", required=True, help="folder of train-*.npz.xz, devel-*.npz.xz")
+    parser.add_argument("--tokenizer", required=True)
+    parser.add_argument("--work", required=True, help="local folder for the exact checkpoint")
+    parser.add_argument("--out", required=True, help="folder for the weight shards to bring back")
+    parser.add_argument("--init", help="folder of weight shards to start from")
+    parser.add_argument("--size", default="base", choices=sorted(MODEL_SIZES))
+    parser.add_argument("--overrides", default="{}", help="ModelConfig fields as JSON")
+    parser.add_argument("--minutes", type=float, default=8.0)
+    parser.add_argument("--lr", type=float, default=1.5e-3)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--max-frames", type=int, default=24_000)
+    parser.add_argument("--report-seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=0)
+    train(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Packed data and the time-boxed GPU trainer (run here on the CPU with a tiny model)."""
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from models.packed import QUANTISATION_STEP, read_pack, write_packs  # noqa: E402
+from models.train import TrainConfig, prepare_run, train  # noqa: E402
+from models.train_gpu import main as train_gpu  # noqa: E402
+from models.weights import load_shards, load_weights, save_shards  # noqa: E402
+
+
+def _prepared(tiny_corpus, run_dir):
+    config = TrainConfig(
+        data_dir=str(tiny_corpus), model_size="tiny", vocab_size=60, validation_utterances=4
+    )
+    return config, *prepare_run(config, run_dir, progress=False)
+
+
+def _pack(tiny_corpus, tmp_path):
+    from models.features import iter_cached
+
+    config, tokenizer, cmvn, splits = _prepared(tiny_corpus, tmp_path / "run")
+    packs = tmp_path / "packs"
+    written = write_packs(
+        iter_cached(splits["train"]), tokenizer, cmvn, packs, "train", 20_000, 5, progress=False
+    )
+    written += write_packs(
+        iter_cached(splits["devel"]), tokenizer, cmvn, packs, "devel", 20_000, 1, progress=False
+    )
+    return config, tokenizer, cmvn, splits, written
+
+
+def test_packs_hold_every_utterance_within_the_quantisation_step(tiny_corpus, tmp_path):
+    from models.features import iter_cached
+
+    _, tokenizer, cmvn, splits, written = _pack(tiny_corpus, tmp_path)
+    assert len(written) >= 3  # 16 train utterances did not fit one 20 kB pack
+    assert all(path.stat().st_size <= 20_000 for path in written)
+    packed = [u for path in written if "train" in path.name for u in read_pack(path)]
+    originals = list(iter_cached(splits["train"]))
+    assert [u.id for u in packed] == [u.id for u in originals]
+    for mine, original in zip(packed, originals, strict=True):
+        exact = cmvn(original.features.astype(np.float32))
+        error = np.abs(mine.features - np.clip(exact, -127 * QUANTISATION_STEP, None))
+        assert error.max() <= QUANTISATION_STEP / 2 + 1e-6
+        assert mine.tokens.tolist() == tokenizer.encode(original.text)
+
+
+def test_weight_shards_round_trip_at_half_precision(tmp_path):
+    state = {"a": torch.randn(300, 300), "b": torch.randn(10), "n": torch.tensor(7)}
+    from models import weights
+
+    original = weights.SHARD_BYTES
+    weights.SHARD_BYTES = 100_000  # a (180 kB at fp16) and b land in separate shards
+    try:
+        paths = save_shards(state, tmp_path)
+    finally:
+        weights.SHARD_BYTES = original
+    assert len(paths) == 2
+    loaded = load_shards(tmp_path)
+    assert loaded["n"].item() == 7 and loaded["a"].dtype == torch.float32
+    assert torch.allclose(loaded["a"], state["a"], atol=2e-3)
+
+
+def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_path):
+    _pack(tiny_corpus, tmp_path)
+    run = tmp_path / "run"
+    common = [
+        "--packs", str(tmp_path / "packs"), "--tokenizer", str(run / "tokenizer.model"),
+        "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--size", "tiny",
+        "--minutes", "0.02", "--max-frames", "600", "--warmup", "5",
+    ]  # fmt: skip
+    train_gpu(common)
+    first = json.loads((tmp_path / "out" / "history.json").read_text())
+    assert first["model_config"]["d_model"] == 64
+    train_gpu(common)  # a second call on a warm machine carries on from the checkpoint
+    second = json.loads((tmp_path / "out" / "history.json").read_text())
+    assert first["final"]["step"] >= 1
+    assert second["final"]["step"] > first["final"]["step"]
+
+    shipped = load_weights(tmp_path / "out")
+    config = TrainConfig(
+        data_dir=str(tiny_corpus),
+        model_size="tiny",
+        vocab_size=60,
+        validation_utterances=4,
+        max_steps=1,
+        threads=1,
+        init_from=str(tmp_path / "out"),
+    )
+    fine_tune = tmp_path / "fine-tune"
+    fine_tune.mkdir()
+    for name in ("tokenizer.model", "cmvn.npz"):
+        (fine_tune / name).write_bytes((run / name).read_bytes())
+    train(
+        config,
+        fine_tune,
+        progress=False,
+    )
+    assert "initialised from" in (fine_tune / "train.log").read_text()
+    tuned = torch.load(fine_tune / "checkpoint.pt", weights_only=False)["model"]
+    name = "ctc.ctc_lo.weight"
+    assert not torch.equal(tuned[name], shipped[name])  # one step moved it ...
+    assert torch.allclose(tuned[name], shipped[name], atol=0.05)  # ... from the shipped weights
