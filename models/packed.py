@@ -81,7 +81,9 @@ def write_packs(
             del pending[-max(1, len(pending) // 50) :]
             data = _pack_bytes(pending, cmvn)
         path = out_dir / f"{prefix}-{len(written):02d}.npz.xz"
-        path.write_bytes(data)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_bytes(data)
+        partial.replace(path)  # a pack is whole or absent, also when packing is interrupted
         written.append(path)
         bar.update()
 
