@@ -230,9 +230,14 @@ def _scores(utterances, scorer, use_full: bool) -> np.ndarray:
 
 
 def evaluate(
-    utterances: list[Utterance], link: Link, bilstm: BiLstmScorer | None, steps: int = 20
+    utterances: list[Utterance],
+    link: Link,
+    bilstm: BiLstmScorer | None,
+    steps: int = 20,
+    thresholds: dict[str, float] | None = None,
 ) -> dict:
-    """Every system's operating points on these utterances."""
+    """Every system's operating points on these utterances; `thresholds` (the model's shipped
+    offramp.json, keyed `ppl`/`lstm`) adds the point each shipped policy actually runs at."""
     none, every = np.zeros(len(utterances), bool), np.ones(len(utterances), bool)
     fixed = [
         _point("Ours-OnDevice", utterances, none, link, False),
@@ -256,9 +261,12 @@ def evaluate(
         scorers["LSTM"] = bilstm
     sweeps = {"NaiveHybrid": naive_sweep(utterances, link, steps)}
     for name, scorer in scorers.items():
-        sweeps[f"Ours-{name}"] = score_sweep(
-            f"Ours-{name}", utterances, _scores(utterances, scorer, False), link, False, steps
-        )
+        scores = _scores(utterances, scorer, False)
+        sweeps[f"Ours-{name}"] = score_sweep(f"Ours-{name}", utterances, scores, link, False, steps)
+        threshold = (thresholds or {}).get(name.lower())
+        if threshold is not None:
+            system = f"Ours-{name} (shipped threshold)"
+            fixed.append(_point(system, utterances, scores > threshold, link, False, threshold))
         sweeps[f"Ours-after-full-decode-{name}"] = score_sweep(
             f"Ours-after-full-decode-{name}",
             utterances,
@@ -322,9 +330,13 @@ def _condition_wers(utterances: list[Utterance], errors_of) -> dict[str, float |
 
 
 def build_report(
-    utterances: list[Utterance], link: Link, bilstm: BiLstmScorer | None, meta: dict
+    utterances: list[Utterance],
+    link: Link,
+    bilstm: BiLstmScorer | None,
+    meta: dict,
+    thresholds: dict[str, float] | None = None,
 ) -> dict:
-    result = evaluate(utterances, link, bilstm)
+    result = evaluate(utterances, link, bilstm, thresholds=thresholds)
     by_condition = {
         "Ours-OnDevice": _condition_wers(utterances, lambda u: u.device_errors),
         "AllOffload": _condition_wers(utterances, lambda u: u.cloud_errors),
@@ -503,4 +515,10 @@ def run(
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "date": datetime.date.today().isoformat(),
     }
-    return build_report(utterances, LINKS[link], bilstm, meta), utterances
+    offramp_config = model_dir / "offramp.json"
+    thresholds = (
+        json.loads(offramp_config.read_text()).get("thresholds")
+        if offramp_config.is_file()
+        else None
+    )
+    return build_report(utterances, LINKS[link], bilstm, meta, thresholds), utterances

@@ -95,3 +95,17 @@ def test_links_have_sources():
     for link in LINKS.values():
         assert link.source and link.rtt_ms >= 0
     assert LINKS["lte"].transfer_ms(63_000) == pytest.approx(55 + 80)
+
+
+def test_the_shipped_threshold_offloads_what_scores_above_it(setup):
+    from eval.slurp_eval import evaluate
+    from offramp.scores import perplexity
+
+    _, utterances = evaluate_small(setup)
+    scores = np.array([perplexity(u.pilot or u.full) for u in utterances])
+    threshold = float(np.median(scores))
+    result = evaluate(utterances, LINKS["wifi"], None, thresholds={"ppl": threshold})
+    point = next(p for p in result["fixed"] if p.system == "Ours-PPL (shipped threshold)")
+    assert point.threshold == threshold
+    assert point.offload_ratio == pytest.approx(np.mean(scores > threshold))
+    assert 0.0 < point.offload_ratio < 1.0
