@@ -404,6 +404,16 @@ def cmd_model_card(args: argparse.Namespace) -> int:
     return 0 if card else 1
 
 
+def cmd_bench_memory(args: argparse.Namespace) -> int:
+    from eval.bench_memory import run, write_report
+
+    model = _existing(args.model, "device model directory")
+    intent = _existing(args.intent, "intent classifier") if args.intent else None
+    report = run(model, Path(args.data), args.split, args.limit, intent)
+    print(write_report(report, Path(args.json) if args.json else None))
+    return 0
+
+
 def cmd_bench_device(args: argparse.Namespace) -> int:
     from eval.bench_device import SYSTEMS, run, write_report
 
@@ -664,6 +674,15 @@ def build_parser() -> argparse.ArgumentParser:
     device.add_argument("--intent", help="intent classifier (.joblib)")
     device.add_argument("--json", help="write the report (JSON + Markdown table) here")
     device.set_defaults(handler=cmd_bench_device)
+
+    memory = bench_commands.add_parser("memory", help="peak RSS of the device runtime")
+    memory.add_argument("--model", default="models/pretrained/pasu-base")
+    memory.add_argument("--data", default=str(slurp_tts_dir()))
+    memory.add_argument("--split", default="test")
+    memory.add_argument("--limit", type=_positive_int, default=300)
+    memory.add_argument("--intent", default="models/pretrained/intent-text.joblib")
+    memory.add_argument("--json", help="write the report (JSON + Markdown table) here")
+    memory.set_defaults(handler=cmd_bench_memory)
 
     window = bench_commands.add_parser(
         "whisper-window", help="Whisper short window + guards vs the 30 s padded run"
