@@ -106,3 +106,31 @@ def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_pa
     name = "ctc.ctc_lo.weight"
     assert not torch.equal(tuned[name], shipped[name])  # one step moved it ...
     assert torch.allclose(tuned[name], shipped[name], atol=0.05)  # ... from the shipped weights
+
+
+def test_a_gathered_batch_equals_the_padded_utterances():
+    from models.asr_model import IGNORE_ID
+    from models.packed import PackedUtterance
+    from models.train_gpu import GpuCorpus
+
+    rng = np.random.default_rng(0)
+    utterances = [
+        PackedUtterance(
+            f"u{i}",
+            rng.normal(size=(n, 80)).astype(np.float32),
+            rng.integers(1, 50, size=m),
+            True,
+        )
+        for i, (n, m) in enumerate([(30, 4), (12, 7), (25, 1)])
+    ]
+    corpus = GpuCorpus(utterances, torch.device("cpu"))
+    features, lengths, tokens, token_lengths = corpus.batch([2, 0, 1])
+    assert features.shape == (3, 30, 80) and tokens.shape == (3, 7)
+    assert lengths.tolist() == [25, 30, 12] and token_lengths.tolist() == [1, 4, 7]
+    for row, i in enumerate([2, 0, 1]):
+        n, m = len(utterances[i].features), len(utterances[i].tokens)
+        expected = torch.from_numpy(utterances[i].features).half().float()
+        assert torch.equal(features[row, :n], expected)
+        assert not features[row, n:].any()
+        assert tokens[row, :m].tolist() == utterances[i].tokens.tolist()
+        assert (tokens[row, m:] == IGNORE_ID).all()
