@@ -19,9 +19,9 @@ import numpy as np
 
 from device.audio import SAMPLE_RATE_HZ, AudioSource, load_audio, to_mono
 from device.engine import Engine, EngineConfig, Session, Transcript
+from device.intent import IntentParts
 from device.latency import SimulatedPilots, feed_virtually
 from device.offload import CloudAnswer, CloudClient, EmbeddedCloud, HttpCloudClient, OffloadFailed
-from models.intent import IntentParts
 from offramp.features import OfframpFeatures
 from offramp.policy import Decision, Policy, load_policy
 from pasu.errors import AudioError, ConfigError
@@ -29,7 +29,8 @@ from pasu.paths import REPO_ROOT
 
 DEFAULT_MODEL_NAME = "pasu-base"
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "pretrained" / DEFAULT_MODEL_NAME
-FALLBACK_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "intent-text.joblib"
+# The numpy export of the text classifier: no scikit-learn import on the device.
+FALLBACK_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "intent-text.npz"
 
 
 @dataclass(frozen=True)
@@ -165,19 +166,21 @@ class Understander:
 
     @staticmethod
     def _intent_model(model_dir: Path, intent_path: Path | str | None):
-        from models.intent import IntentClassifier
+        from device.intent import load_intent_model
 
         candidates = (
             [Path(intent_path)]
             if intent_path
             else [
+                model_dir / "intent.npz",
                 model_dir / "intent.joblib",
                 FALLBACK_INTENT_PATH,
+                FALLBACK_INTENT_PATH.with_suffix(".joblib"),
             ]
         )
         for path in candidates:
             if path.is_file():
-                return IntentClassifier.load(path)
+                return load_intent_model(path)
         raise ConfigError(f"no intent classifier at {', '.join(map(str, candidates))}")
 
     def stream(self) -> UnderstandingSession:

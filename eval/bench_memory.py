@@ -26,9 +26,9 @@ def _measure(model_dir: Path, audio_paths: list[Path], intent_path: Path | None)
     engine = Engine(model_dir, EngineConfig())
     classifier = None
     if intent_path is not None:
-        from models.intent import IntentClassifier
+        from device.intent import load_intent_model
 
-        classifier = IntentClassifier.load(intent_path)
+        classifier = load_intent_model(intent_path)
     after_load = _peak_mb()
     for path in audio_paths:
         text = engine.understand_audio(path).text

@@ -5,7 +5,6 @@ unlabelled SLURP train sentences. Input goes through `normalize_for_wer`, so wri
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import joblib
@@ -15,29 +14,9 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline, make_union
 
+from device.intent import IntentParts, IntentPrediction  # noqa: F401 (re-exported)
 from models.text import normalize_for_wer
 from pasu.errors import ConfigError
-
-
-class IntentParts:
-    """`scenario` and `action` of a SLURP intent label (`scenario_action`)."""
-
-    intent: str
-
-    @property
-    def scenario(self) -> str:
-        return self.intent.partition("_")[0]
-
-    @property
-    def action(self) -> str:
-        return self.intent.partition("_")[2]
-
-
-@dataclass(frozen=True)
-class IntentPrediction(IntentParts):
-    intent: str
-    confidence: float
-
 
 WORD_FEATURES = 20_000
 CHARACTER_FEATURES = 30_000
@@ -154,3 +133,24 @@ def train_intent_classifier(
 def accuracy(classifier: IntentClassifier, texts: Sequence[str], intents: Sequence[str]) -> float:
     predicted = [p.intent for p in classifier.predict(texts)]
     return float(np.mean([p == g for p, g in zip(predicted, intents, strict=True)]))
+
+
+def export_numpy_intent(classifier: IntentClassifier, path: Path) -> Path:
+    """The classifier as arrays for `device.intent.NumpyIntentModel` (no scikit-learn there)."""
+    vectorizers = [v for _, v in classifier.pipeline[0].transformer_list]
+    regression = classifier.pipeline[-1]
+    arrays = {
+        "vectorizers": np.array(len(vectorizers)),
+        "coef": regression.coef_.astype(np.float32),
+        "intercept": regression.intercept_.astype(np.float32),
+        "classes": np.array([str(c) for c in regression.classes_]),
+    }
+    for i, vectorizer in enumerate(vectorizers):
+        terms = sorted(vectorizer.vocabulary_, key=vectorizer.vocabulary_.get)
+        arrays[f"v{i}_analyzer"] = np.array(vectorizer.analyzer)
+        arrays[f"v{i}_ngrams"] = np.array(vectorizer.ngram_range)
+        arrays[f"v{i}_terms"] = np.array(terms)
+        arrays[f"v{i}_idf"] = vectorizer.idf_.astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+    return path

@@ -137,9 +137,14 @@ def _train_and_report_intent(args: argparse.Namespace, train, what: str) -> int:
 
 
 def cmd_train_intent(args: argparse.Namespace) -> int:
-    from models.intent import train_intent_classifier
+    from models.intent import IntentClassifier, export_numpy_intent, train_intent_classifier
 
-    return _train_and_report_intent(args, train_intent_classifier, "intent classifier")
+    status = _train_and_report_intent(args, train_intent_classifier, "intent classifier")
+    exported = export_numpy_intent(
+        IntentClassifier.load(Path(args.out)), Path(args.out).with_suffix(".npz")
+    )
+    print(f"numpy export for the device -> {exported}")
+    return status
 
 
 def cmd_train_cloud_intent(args: argparse.Namespace) -> int:
@@ -680,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("--data", default=str(slurp_tts_dir()))
     memory.add_argument("--split", default="test")
     memory.add_argument("--limit", type=_positive_int, default=300)
-    memory.add_argument("--intent", default="models/pretrained/intent-text.joblib")
+    memory.add_argument("--intent", default="models/pretrained/intent-text.npz")
     memory.add_argument("--json", help="write the report (JSON + Markdown table) here")
     memory.set_defaults(handler=cmd_bench_memory)
 

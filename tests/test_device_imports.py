@@ -12,6 +12,7 @@ DEVICE_MODULES = [
     "device.ctc_prefix",
     "device.offload",
     "device.api",
+    "device.intent",
     "offramp.features",
     "offramp.scores",
     "offramp.policy",
@@ -24,7 +25,7 @@ DEVICE_MODULES = [
 def test_device_runtime_never_imports_torch():
     code = (
         f"import sys; import {', '.join(DEVICE_MODULES)}; "
-        "sys.exit(1 if 'torch' in sys.modules else 0)"
+        "sys.exit(1 if 'torch' in sys.modules or 'sklearn' in sys.modules else 0)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr or "torch was imported by the device runtime"
+    assert done.returncode == 0, done.stderr or "the device runtime imported torch or sklearn"

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from models.intent import IntentClassifier, train_intent_classifier
@@ -48,3 +49,22 @@ def test_round_trips_through_a_file(classifier, tmp_path):
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError):
         IntentClassifier.load(tmp_path / "none.joblib")
+
+
+def test_numpy_export_predicts_what_scikit_learn_does(tmp_path):
+    from device.intent import NumpyIntentModel, char_wb_ngrams
+    from models.intent import export_numpy_intent
+    from models.text import normalize_for_wer
+
+    texts = ["wake me up at eight", "play some jazz", "turn the lights off", "what is the weather"]
+    classifier = train_intent_classifier(
+        texts * 3, ["alarm_set", "play_music", "iot_off", "w_q"] * 3
+    )
+    model = NumpyIntentModel.load(export_numpy_intent(classifier, tmp_path / "intent.npz"))
+    probes = texts + ["", "a", "Wake me at 8 a.m.!", "jazz  lights   weather", "xyzzy"]
+    expected = classifier.pipeline.predict_proba([normalize_for_wer(t) for t in probes])
+    assert np.allclose(model.probabilities(probes), expected, atol=1e-6)
+    assert [p.intent for p in model.predict(probes)] == [
+        p.intent for p in classifier.predict(probes)
+    ]
+    assert list(char_wb_ngrams("ab", 2, 5)) == [" a", "ab", "b ", " ab", "ab ", " ab "]
