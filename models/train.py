@@ -175,6 +175,21 @@ def warmup_schedule(warmup_steps: int):
     return factor
 
 
+def build_optimizer(model: torch.nn.Module, peak_lr: float, weight_decay: float, warmup: int):
+    """AdamW under the warm-up schedule: the same for CPU and GPU training."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=weight_decay)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_schedule(warmup))
+
+
+def build_specaug() -> SpecAug:
+    return SpecAug(
+        freq_mask_width_range=(0, 27),
+        num_freq_mask=2,
+        time_mask_width_ratio_range=(0.0, 0.05),
+        num_time_mask=2,
+    )
+
+
 def greedy_ctc_texts(model: LateContextModel, batch, tokenizer: Tokenizer) -> list[str]:
     features, lengths, _, _ = batch
     encoded, encoded_lengths = model.encode(features, lengths)
@@ -230,16 +245,10 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
 
     torch.manual_seed(config.seed)
     model = LateContextModel(model_config)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.peak_lr, weight_decay=config.weight_decay
+    optimizer, scheduler = build_optimizer(
+        model, config.peak_lr, config.weight_decay, config.warmup_steps
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_schedule(config.warmup_steps))
-    specaug = SpecAug(
-        freq_mask_width_range=(0, 27),
-        num_freq_mask=2,
-        time_mask_width_ratio_range=(0.0, 0.05),
-        num_time_mask=2,
-    )
+    specaug = build_specaug()
     state = {
         "epoch": 0,
         "batch_in_epoch": 0,

@@ -17,13 +17,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from espnet2.asr.specaug.specaug import SpecAug
 
 from eval.metrics import wer
 from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from models.packed import PackedUtterance, read_pack
-from models.tokenizer import BLANK_ID, Tokenizer
-from models.train import MODEL_SIZES, epoch_batches, warmup_schedule
+from models.tokenizer import Tokenizer
+from models.train import (
+    MODEL_SIZES,
+    build_optimizer,
+    build_specaug,
+    epoch_batches,
+    greedy_ctc_texts,
+)
 from models.weights import load_shards, save_shards
 
 
@@ -83,14 +88,10 @@ def validate(model: LateContextModel, corpus: GpuCorpus, tokenizer: Tokenizer) -
     losses, hypotheses, references = [], [], []
     for start in range(0, len(corpus), 64):
         indices = list(range(start, min(start + 64, len(corpus))))
-        features, lengths, tokens, token_lengths = corpus.batch(indices)
-        losses.append(float(model(features, lengths, tokens, token_lengths)["loss"]))
-        encoded, encoded_lengths = model.encode(features, lengths)
-        best = model.ctc.argmax(encoded)
-        for row, n, i in zip(best, encoded_lengths, indices, strict=True):
-            ids = torch.unique_consecutive(row[: int(n)]).tolist()
-            hypotheses.append(tokenizer.decode([t for t in ids if t != BLANK_ID]))
-            references.append(tokenizer.decode(corpus.tokens[i].tolist()))
+        batch = corpus.batch(indices)
+        losses.append(float(model(*batch)["loss"]))
+        hypotheses += greedy_ctc_texts(model, batch, tokenizer)
+        references += [tokenizer.decode(corpus.tokens[i].tolist()) for i in indices]
     model.train()
     return {"loss": float(np.mean(losses)), "ctc_greedy_wer": wer(references, hypotheses)}
 
@@ -111,14 +112,8 @@ def train(args: argparse.Namespace) -> dict:
     overrides = json.loads(args.overrides)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, **{**MODEL_SIZES[args.size], **overrides})
     model = LateContextModel(config).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-6)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_schedule(args.warmup))
-    specaug = SpecAug(
-        freq_mask_width_range=(0, 27),
-        num_freq_mask=2,
-        time_mask_width_ratio_range=(0.0, 0.05),
-        num_time_mask=2,
-    )
+    optimizer, scheduler = build_optimizer(model, args.lr, 1e-6, args.warmup)
+    specaug = build_specaug()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "seconds": 0.0, "history": []}
