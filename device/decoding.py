@@ -15,6 +15,13 @@ that speedups are measured against what an ESPnet user gets. Given a pilot's out
   is reached and a hypothesis has finished.
 - CTC leap (Algorithm 1): extending a prefix that equals the reference's, reuse the pilot's CTC
   forward variables for the first ⌊T_pilot · q⌋ frames and compute only the rest.
+
+One more stopping rule needs no reference (`score_bound`): every step adds a decoder log-prob
+and a CTC prefix-probability ratio, both ≤ 0, so a hypothesis's score never rises. Once the best
+finished hypothesis scores at least as well as every running one, nothing can overtake it and the
+search stops, with the answer an unbounded search would give. ESPnet's end detection instead
+waits until three lengths in a row have ended far (10 nats) below the best, which costs several
+full-beam steps after the answer is known.
 """
 
 import math
@@ -54,11 +61,13 @@ class DecodingOptions:
     max_tokens: int | None = None  # token limit (pilots); None = one per encoder frame
     reference: PilotReference | None = None
     beam_collapse: bool = False
+    collapse_margin: float = 0.0  # collapse only when the best leads the runner-up by this much
     realign_lookahead: int = 0  # positions searched on a mismatch to realign (Whisper-T)
     early_termination: bool = False
     length_slack: int = 5  # C in the predicted length
     ctc_leap: bool = False
     ctc_leap_ratio: float = 0.8  # q: share of the pilot's frames whose CTC variables are reused
+    score_bound: bool = False  # stop once no running hypothesis can overtake the best finished
 
 
 @dataclass
@@ -135,6 +144,18 @@ def _end_detected(ended: list[Hypothesis], step: int) -> bool:
     return far_worse == END_DETECT_LENGTHS
 
 
+def _leads(survivors: list[Hypothesis], margin: float) -> bool:
+    """Whether the best survivor leads the runner-up by at least `margin` (nats)."""
+    return len(survivors) < 2 or float(survivors[0].score - survivors[1].score) >= margin
+
+
+def _settled(ended: list[Hypothesis], running: list[Hypothesis]) -> bool:
+    """Whether the best finished hypothesis can no longer be overtaken: scores never rise."""
+    return bool(ended) and max(float(h.score) for h in ended) >= max(
+        (float(h.score) for h in running), default=-math.inf
+    )
+
+
 def predicted_length(reference: PilotReference, num_frames: int, slack: int) -> int:
     """PASU's early-termination length: the pilot's token rate scaled to the full input, + C."""
     return math.ceil(num_frames / max(reference.num_frames, 1) * len(reference.tokens)) + slack
@@ -198,6 +219,7 @@ class BeamSearch:
                 tracker
                 and running
                 and survivors[0] is running[0]
+                and _leads(survivors, options.collapse_margin)
                 and tracker.agrees(running[0].tokens[1:])
             )
             if agrees:
@@ -208,6 +230,8 @@ class BeamSearch:
             if not running or (not agrees and _end_detected(ended, step)):
                 break
             if stop_length is not None and step + 1 >= stop_length and ended:
+                break
+            if options.score_bound and _settled(ended, running):
                 break
         best = sorted(ended, key=lambda h: float(h.score), reverse=True)[0] if ended else running[0]
         body = best.tokens[1:-1] if best.tokens[-1] == self.eos else best.tokens[1:]

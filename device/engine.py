@@ -48,7 +48,9 @@ class EngineConfig:
     beam_size: int = 5
     ctc_weight: float = 0.3
     beam_collapse: bool = True
+    collapse_margin: float = 2.0  # nats; tuned on devel (eval/results/device.md)
     early_termination: bool = True
+    score_bound: bool = True
     ctc_leap: bool = True
     ctc_leap_ratio: float = 0.8
     realign_lookahead: int = 0
@@ -80,7 +82,9 @@ class EngineConfig:
             ctc_weight=self.ctc_weight,
             reference=reference,
             beam_collapse=self.beam_collapse,
+            collapse_margin=self.collapse_margin,
             early_termination=self.early_termination,
+            score_bound=self.score_bound,
             ctc_leap=self.ctc_leap,
             ctc_leap_ratio=self.ctc_leap_ratio,
             realign_lookahead=self.realign_lookahead,
@@ -95,7 +99,9 @@ class EngineConfig:
 
 
 # Full beam search after ingestion, no pilots, no PASU optimisation: the reference behaviour.
-PLAIN = EngineConfig(pilots=False, beam_collapse=False, early_termination=False, ctc_leap=False)
+PLAIN = EngineConfig(
+    pilots=False, beam_collapse=False, early_termination=False, ctc_leap=False, score_bound=False
+)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@
 Systems, all on the same recordings with the same weights:
 - `espnet`: the OnDevice baseline, ESPnet's BatchBeamSearch in torch after ingestion (the whole
   encoder runs after the end of speech; features are computed while speaking);
-- `ours-no-pilot`: our runtime, convolution blocks while speaking, no pilots;
-- one row per PASU optimisation alone (pilots every 0.5 s + that optimisation), all together,
-  and all together at pilot intervals τ = 2, 1 and 0.5 s.
+- `ours-no-pilot`: our runtime, convolution blocks while speaking, no pilots, and the same search
+  as ESPnet's (end detection): what the PASU optimisations are measured against;
+- `ours-no-pilot+score-bound`: the same with the search's exact stopping rule (stop once no
+  running hypothesis can overtake the best finished one), which needs no pilot;
+- one row per PASU optimisation alone (pilots every 0.5 s + that optimisation), all together
+  (with the score bound), and all together at pilot intervals τ = 2, 1 and 0.5 s.
 
 Latency is end of speech → result, from the virtual-clock replay (`device.latency`), one
 compute thread per stage. Each system runs in a fresh process, so its peak RSS is its own.
@@ -30,6 +33,7 @@ _OFF = replace(PLAIN, pilots=True)  # pilots that nothing uses yet
 SYSTEMS: dict[str, EngineConfig | None] = {
     "espnet": None,
     "ours-no-pilot": replace(_OFF, pilots=False),
+    "ours-no-pilot+score-bound": replace(_OFF, pilots=False, score_bound=True),
     "pilots+early-termination": replace(_OFF, early_termination=True),
     "pilots+beam-collapse": replace(_OFF, beam_collapse=True),
     "pilots+ctc-leap": replace(_OFF, ctc_leap=True),

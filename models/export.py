@@ -12,7 +12,8 @@
 - `decoder_step.onnx`: the transformer decoder for a batch of hypotheses `tokens` (B, L)
   (starting with `<sos>`) against those `keys` and `values`; returns the next-token
   `log_probs` (B, vocab). No self-attention cache: at command lengths (L ≤ ~30, one layer)
-  recomputing the short token history is cheap.
+  recomputing the history's keys and values is cheap; everything else runs on the newest
+  position only.
 
 A model directory also holds the tokenizer, CMVN and `config.json`, and is all the device needs.
 """
@@ -78,7 +79,13 @@ class DecoderMemoryGraph(torch.nn.Module):
 
 
 class DecoderStepGraph(torch.nn.Module):
-    """Next-token log-probs for B hypotheses against precomputed cross-attention memory."""
+    """Next-token log-probs for B hypotheses against precomputed cross-attention memory.
+
+    Only the newest position's output is needed: self-attention takes its query from that
+    position (keys and values from the whole history), and cross-attention, the feed-forward
+    and the output layer run on that one position, not on all L (an L-fold saving there).
+    Exact for the one-layer decoder this model has; a deeper decoder would need every position
+    of the layers below the last, which `forward` then computes."""
 
     def __init__(self, model: LateContextModel):
         super().__init__()
@@ -86,11 +93,16 @@ class DecoderStepGraph(torch.nn.Module):
 
     def forward(self, tokens: torch.Tensor, keys: torch.Tensor, values: torch.Tensor):
         decoder = self.decoder
-        mask = subsequent_mask(tokens.size(1), device=tokens.device).unsqueeze(0)
+        layers = list(decoder.decoders)
         x = decoder.embed(tokens)
-        for index, layer in enumerate(decoder.decoders):
+        for index, layer in enumerate(layers):
+            last_layer = index == len(layers) - 1
             t = layer.norm1(x)
-            x = x + layer.self_attn(t, t, t, mask)
+            if last_layer:
+                x = x[:, -1:] + layer.self_attn(t[:, -1:], t, t, None)
+            else:
+                mask = subsequent_mask(tokens.size(1), device=tokens.device).unsqueeze(0)
+                x = x + layer.self_attn(t, t, t, mask)
             x = x + self._cross_attention(
                 layer.src_attn, layer.norm2(x), keys[index], values[index]
             )

@@ -1,4 +1,5 @@
 import logging
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -138,6 +139,53 @@ def test_early_termination_stops_near_the_predicted_length(peaky_model, search, 
     )
     assert early.token_ids == plain.token_ids
     assert early.num_steps <= max(plain.num_steps, len(plain.token_ids) + 5 + 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_score_bound_stops_sooner_with_the_same_answer(peaky_model, search, seed):
+    encoded, ctc = _decode_setup(peaky_model, 40 + 20 * seed, seed)
+    plain = search.decode(encoded, ctc)
+    bounded = search.decode(encoded, ctc, DecodingOptions(score_bound=True))
+    # Scores never rise, so once the best finished hypothesis leads every running one,
+    # searching on cannot change the answer.
+    assert bounded.token_ids == plain.token_ids
+    assert bounded.score == pytest.approx(plain.score, abs=1e-4)
+    assert bounded.num_steps <= plain.num_steps
+
+
+def test_score_bound_stops_as_soon_as_the_best_has_finished():
+    # A decoder that is sure of "1 2 3 <eos>" and a CTC that agrees: ESPnet's end detection
+    # searches on until three more lengths have ended far below; the bound stops at once.
+    vocab, eos = 6, 5
+    script = [1, 2, 3, eos]
+
+    def step(tokens: np.ndarray, memory) -> np.ndarray:
+        out = np.full((len(tokens), vocab), -8.0, np.float32)
+        for row, history in enumerate(tokens):
+            position = len(history) - 1
+            out[row, script[min(position, len(script) - 1)]] = -0.01
+        return out
+
+    frames = []
+    for token in (1, 2, 3):
+        frames += [token, 0, 0, 0, 0, 0]
+    ctc = np.full((len(frames), vocab), -9.0, np.float32)
+    ctc[np.arange(len(frames)), frames] = -0.001
+    search = BeamSearch(step, eos)
+    plain = search.decode(None, ctc, DecodingOptions(beam_size=3))
+    bounded = search.decode(None, ctc, DecodingOptions(beam_size=3, score_bound=True))
+    assert plain.token_ids == bounded.token_ids == [1, 2, 3]
+    assert bounded.num_steps == 4 < plain.num_steps
+
+
+def test_collapse_margin_keeps_the_full_beam_on_close_calls(peaky_model, search):
+    encoded, ctc = _decode_setup(peaky_model, 160, 1)
+    plain = search.decode(encoded, ctc)
+    options = DecodingOptions(reference=plain.reference, beam_collapse=True)
+    eager = search.decode(encoded, ctc, options)
+    cautious = search.decode(encoded, ctc, replace(options, collapse_margin=1e9))
+    assert eager.collapsed_steps > 0 and cautious.collapsed_steps == 0
+    assert cautious.token_ids == plain.token_ids
 
 
 @pytest.mark.parametrize("seed", range(4))
