@@ -13,6 +13,10 @@ that speedups are measured against what an ESPnet user gets. Given a pilot's out
   there, collapsing again only once a later token confirms it.
 - early termination: stop once the predicted length (frames_full / frames_pilot) · n_pilot + C
   is reached and a hypothesis has finished.
+  Given a `draft` function, the decoder's outputs along the whole reference are computed in
+  one call before the first step, and a step whose hypothesis is a prefix of the reference
+  takes its row from there instead of running the decoder: the same numbers, one call instead
+  of one per collapsed step (speculative decoding with the pilot as the draft).
 - CTC leap (Algorithm 1): extending a prefix that equals the reference's, reuse the pilot's CTC
   forward variables for the first ⌊T_pilot · q⌋ frames and compute only the rest.
 
@@ -36,6 +40,8 @@ from device.ctc_prefix import BLANK, CtcPrefixScorer
 # A decoder step: (tokens (B, L) starting with sos, memory) -> log-probs (B, V), where memory
 # is whatever the step needs from the encoder output (the device: cross-attention keys, values).
 DecoderStep = Callable[[np.ndarray, object], np.ndarray]
+# A draft check: (tokens (L,) starting with sos, memory) -> log-probs (L, V) after each prefix.
+DecoderDraft = Callable[[np.ndarray, object], np.ndarray]
 
 END_DETECT_LENGTHS = 3
 END_DETECT_MARGIN = -10.0
@@ -161,16 +167,36 @@ def predicted_length(reference: PilotReference, num_frames: int, slack: int) -> 
     return math.ceil(num_frames / max(reference.num_frames, 1) * len(reference.tokens)) + slack
 
 
+@dataclass(frozen=True)
+class Draft:
+    """The decoder's log-probs after each prefix of `tokens` (sos + the pilot's reference)."""
+
+    tokens: tuple[int, ...]
+    log_probs: np.ndarray  # (len(tokens), V)
+
+    def row_for(self, hypothesis_tokens: list[int]) -> np.ndarray | None:
+        length = len(hypothesis_tokens)
+        if length <= len(self.tokens) and tuple(hypothesis_tokens) == self.tokens[:length]:
+            return self.log_probs[length - 1]
+        return None
+
+
 class BeamSearch:
     """Decodes one utterance: a decoder step over its `memory` plus CTC prefix scores."""
 
     def __init__(
-        self, decoder_step: DecoderStep, sos_eos_id: int, max_positions: int | None = None
+        self,
+        decoder_step: DecoderStep,
+        sos_eos_id: int,
+        max_positions: int | None = None,
+        decoder_draft: DecoderDraft | None = None,
     ):
-        """`max_positions`: the longest token history (with sos) the decoder step accepts."""
+        """`max_positions`: the longest token history (with sos) the decoder step accepts;
+        `decoder_draft`: checks a whole reference in one call (used with beam collapse)."""
         self.decoder_step = decoder_step
         self.eos = sos_eos_id
         self.max_positions = max_positions
+        self.decoder_draft = decoder_draft
 
     def decode(
         self,
@@ -202,13 +228,16 @@ class BeamSearch:
         running = [Hypothesis([self.eos], np.float32(0.0), ctc.initial_state(), np.float32(0.0))]
         ended: list[Hypothesis] = []
         decoder_calls = steps = collapsed = evaluations = 0
+        draft = self._draft(memory, options, max_length)
+        if draft is not None:
+            decoder_calls, evaluations = 1, len(draft.tokens)
         for step in range(max_length):
             if cancel is not None and cancel.is_set():
                 break  # a pilot overtaken by the end of speech: its result will not be used
             steps += 1
-            evaluations += len(running)
-            survivors = self._expand(running, memory, ctc, step, options)
-            decoder_calls += 1
+            survivors, computed = self._expand(running, memory, ctc, step, options, draft)
+            evaluations += computed
+            decoder_calls += computed > 0
             if step == max_length - 1:
                 for hypothesis in survivors:
                     if hypothesis.tokens[-1] != self.eos:  # never a second <eos>
@@ -248,6 +277,33 @@ class BeamSearch:
             reference=PilotReference(tuple(body), best.ctc_history[: len(body)], num_frames),
         )
 
+    def _draft(self, memory: object, options: DecodingOptions, max_length: int) -> Draft | None:
+        """The decoder's outputs along the reference, when beam collapse will follow it."""
+        reference = options.reference
+        if not (self.decoder_draft and options.beam_collapse and reference and reference.tokens):
+            return None
+        tokens = (self.eos, *reference.tokens[:max_length])
+        if self.max_positions is not None:
+            tokens = tokens[: self.max_positions]
+        return Draft(tokens, self.decoder_draft(np.array(tokens, np.int64), memory))
+
+    def _decoder_rows(
+        self, running: list[Hypothesis], tokens: np.ndarray, memory: object, draft: Draft | None
+    ) -> tuple[np.ndarray, int]:
+        """Decoder log-probs (N, V) of the running hypotheses, and how many were computed now
+        (a hypothesis on the draft reads its row from there)."""
+        known = [draft.row_for(h.tokens) for h in running] if draft is not None else []
+        missing = [i for i, row in enumerate(known) if row is None] if known else []
+        if not known or len(missing) == len(running):
+            return self.decoder_step(tokens, memory), len(running)
+        rows = np.empty((len(running), draft.log_probs.shape[1]), np.float32)
+        for i, row in enumerate(known):
+            if row is not None:
+                rows[i] = row
+        if missing:
+            rows[missing] = self.decoder_step(tokens[missing], memory)
+        return rows, len(missing)
+
     def _expand(
         self,
         running: list[Hypothesis],
@@ -255,10 +311,12 @@ class BeamSearch:
         ctc: CtcPrefixScorer,
         step: int,
         options: DecodingOptions,
-    ) -> list[Hypothesis]:
-        """One step: the top `beam` extensions of the running hypotheses, best first."""
+        draft: Draft | None = None,
+    ) -> tuple[list[Hypothesis], int]:
+        """One step: the top `beam` extensions of the running hypotheses, best first, and how
+        many decoder rows it computed."""
         tokens = np.array([h.tokens for h in running], np.int64)
-        decoder_log_probs = self.decoder_step(tokens, memory)
+        decoder_log_probs, computed = self._decoder_rows(running, tokens, memory, draft)
         weighted = np.float32(1.0 - options.ctc_weight) * decoder_log_probs
         pre_beam = int(options.pre_beam_ratio * options.beam_size)
         candidates = np.argpartition(-weighted, pre_beam - 1, axis=1)[:, :pre_beam]
@@ -298,7 +356,7 @@ class BeamSearch:
                     ],
                 )
             )
-        return survivors
+        return survivors, computed
 
     @staticmethod
     def _leaps(

@@ -49,6 +49,7 @@ class EngineConfig:
     ctc_weight: float = 0.3
     beam_collapse: bool = True
     collapse_margin: float = 2.0  # nats; tuned on devel (eval/results/device.md)
+    draft_check: bool = True  # beam collapse reads the decoder's rows along the pilot at once
     early_termination: bool = True
     score_bound: bool = True
     ctc_leap: bool = True
@@ -351,6 +352,7 @@ class Engine:
             self.model.decoder_step,
             self.model.sos_eos_id,
             self.model.config.get("max_decoder_tokens"),
+            self.model.decoder_draft if config.draft_check else None,
         )
         max_frames = self.model.config.get("max_encoder_frames")
         if max_frames is not None and config.max_utterance_s / ENCODER_FRAME_S > max_frames:

@@ -86,8 +86,25 @@ class DeviceModel:
 
     def decoder_step(self, tokens: np.ndarray, memory: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """Next-token log-probs (B, vocab) for B hypotheses `tokens` (B, L) starting with sos."""
+        last = np.array([tokens.shape[1] - 1], np.int64)
+        return self._decoder(tokens, last, memory)[:, 0]
+
+    def decoder_draft(
+        self, tokens: np.ndarray, memory: tuple[np.ndarray, np.ndarray]
+    ) -> np.ndarray:
+        """Log-probs (L, vocab) after every prefix of one token sequence (L,) starting with sos:
+        what L beam steps along it would compute, in one call."""
+        positions = np.arange(len(tokens), dtype=np.int64)
+        return self._decoder(np.asarray(tokens)[None], positions, memory)[0]
+
+    def _decoder(self, tokens: np.ndarray, positions: np.ndarray, memory) -> np.ndarray:
         (log_probs,) = self._sessions["decoder_step"].run(
             None,
-            {"tokens": tokens.astype(np.int64, copy=False), "keys": memory[0], "values": memory[1]},
+            {
+                "tokens": tokens.astype(np.int64, copy=False),
+                "positions": positions,
+                "keys": memory[0],
+                "values": memory[1],
+            },
         )
         return log_probs

@@ -20,13 +20,13 @@ from device.audio import load_audio
 from device.decoding import BeamSearch
 from device.encoder import StreamingEncoder
 from device.frontend import compute_fbank
+from device.intent import load_intent_model
 from device.model import DeviceModel
 from eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
 from eval.reports import pct, save_report
 from eval.slurp import fixed_subset, load_recordings
 from models.baseline import EspnetBaseline
 from models.export import load_checkpoint_model, round_weights_to_float16
-from models.intent import IntentClassifier
 
 
 def run(
@@ -87,7 +87,7 @@ def summarise(
     threads: int,
 ) -> dict:
     systems = {}
-    classifier = IntentClassifier.load(intent_path) if intent_path else None
+    classifier = load_intent_model(intent_path) if intent_path else None
     for system in ("espnet", "ours"):
         texts = [r[f"{system}_text"] for r in rows]
         entry = {

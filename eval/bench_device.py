@@ -164,9 +164,9 @@ def run(
     names = systems or [n for n in SYSTEMS if n != "espnet" or checkpoint is not None]
     classifier = None
     if intent_path is not None:
-        from models.intent import IntentClassifier
+        from device.intent import load_intent_model
 
-        classifier = IntentClassifier.load(intent_path)
+        classifier = load_intent_model(intent_path)
     results = []
     for name in names:
         with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:

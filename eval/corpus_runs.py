@@ -28,13 +28,16 @@ from eval.slurp import Recording, fixed_subset, load_recordings
 from offramp.features import OfframpFeatures
 from pasu.paths import cache_dir
 
+# What a device run depends on in a model directory (not its offramp, which is fit on the runs).
+_DECODING_FILES = ("config.json", "tokenizer.model", "cmvn.npz")
+
 
 def _fingerprint(*parts: object) -> str:
     digest = hashlib.sha1()
     for part in parts:
         if isinstance(part, Path) and part.is_dir():
             for file in sorted(part.iterdir()):
-                if file.suffix in (".onnx", ".json", ".model", ".npz"):
+                if file.suffix == ".onnx" or file.name in _DECODING_FILES:
                     digest.update(file.name.encode())
                     digest.update(file.read_bytes())
         else:

@@ -7,9 +7,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from device.engine import PLAIN, Engine, EngineConfig
+from device.intent import load_intent_model
 from eval.metrics import intent_accuracy, wer_by_condition
 from eval.slurp import fixed_subset, load_recordings
-from models.intent import IntentClassifier
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def evaluate(
 
     intents = intents_close = None
     if intent_path is not None and recordings[0].intent is not None:
-        predicted = [p.intent for p in IntentClassifier.load(intent_path).predict(texts)]
+        predicted = [p.intent for p in load_intent_model(intent_path).predict(texts)]
         intents = intent_accuracy([r.intent for r in recordings], predicted)
         if close:
             intents_close = intent_accuracy(

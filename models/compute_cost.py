@@ -33,7 +33,8 @@ def compute_cost(model: LateContextModel, seconds: float = 4.0, tokens: int = 12
     with torch.no_grad():
         keys, values = DecoderMemoryGraph(model)(ingested)
     decoder_memory = _flops(DecoderMemoryGraph(model), ingested)
-    decoder_step = _flops(DecoderStepGraph(model), history, keys, values) / 5
+    newest = torch.tensor([tokens - 1])
+    decoder_step = _flops(DecoderStepGraph(model), history, newest, keys, values) / 5
     giga = 1e9
     return {
         "parameters": model.parameter_counts(),

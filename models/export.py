@@ -11,9 +11,10 @@
   see models/compute_cost.py).
 - `decoder_step.onnx`: the transformer decoder for a batch of hypotheses `tokens` (B, L)
   (starting with `<sos>`) against those `keys` and `values`; returns the next-token
-  `log_probs` (B, vocab). No self-attention cache: at command lengths (L ≤ ~30, one layer)
-  recomputing the history's keys and values is cheap; everything else runs on the newest
-  position only.
+  `log_probs` (B, Q, vocab) after each of the Q `positions` asked: the newest one for a beam
+  step, all of them to check a pilot's draft in one call. No self-attention cache: at command
+  lengths (L ≤ ~30, one layer) recomputing the history's keys and values is cheap; everything
+  else runs on the asked positions only.
 
 A model directory also holds the tokenizer, CMVN and `config.json`, and is all the device needs.
 """
@@ -79,36 +80,43 @@ class DecoderMemoryGraph(torch.nn.Module):
 
 
 class DecoderStepGraph(torch.nn.Module):
-    """Next-token log-probs for B hypotheses against precomputed cross-attention memory.
+    """Next-token log-probs of B hypotheses at the asked `positions`, against precomputed
+    cross-attention memory.
 
-    Only the newest position's output is needed: self-attention takes its query from that
-    position (keys and values from the whole history), and cross-attention, the feed-forward
-    and the output layer run on that one position, not on all L (an L-fold saving there).
-    Exact for the one-layer decoder this model has; a deeper decoder would need every position
-    of the layers below the last, which `forward` then computes."""
+    A beam step asks for the newest position only; a pilot's draft is checked by asking for
+    every position of it at once (each position sees only the tokens up to it). In the last
+    layer, self-attention takes its queries from those positions (keys and values from the whole
+    history), and cross-attention, the feed-forward and the output layer run on them alone, not
+    on all L positions. Layers below the last, if any, compute every position."""
 
     def __init__(self, model: LateContextModel):
         super().__init__()
         self.decoder = model.decoder
 
-    def forward(self, tokens: torch.Tensor, keys: torch.Tensor, values: torch.Tensor):
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+    ):
         decoder = self.decoder
         layers = list(decoder.decoders)
+        length = tokens.size(1)
         x = decoder.embed(tokens)
         for index, layer in enumerate(layers):
-            last_layer = index == len(layers) - 1
             t = layer.norm1(x)
-            if last_layer:
-                x = x[:, -1:] + layer.self_attn(t[:, -1:], t, t, None)
+            if index == len(layers) - 1:
+                visible = torch.arange(length, device=tokens.device)[None] <= positions[:, None]
+                x = x[:, positions] + layer.self_attn(t[:, positions], t, t, visible[None])
             else:
-                mask = subsequent_mask(tokens.size(1), device=tokens.device).unsqueeze(0)
+                mask = subsequent_mask(length, device=tokens.device).unsqueeze(0)
                 x = x + layer.self_attn(t, t, t, mask)
             x = x + self._cross_attention(
                 layer.src_attn, layer.norm2(x), keys[index], values[index]
             )
             x = x + layer.feed_forward(layer.norm3(x))
-        last = decoder.after_norm(x[:, -1])
-        return torch.log_softmax(decoder.output_layer(last), dim=-1)
+        return torch.log_softmax(decoder.output_layer(decoder.after_norm(x)), dim=-1)
 
     @staticmethod
     def _cross_attention(attention, query, keys, values):
@@ -207,14 +215,20 @@ def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool 
         )
         _export(
             DecoderStepGraph(model),
-            (torch.full((3, 4), config.vocab_size - 1, dtype=torch.long), keys, values),
+            (
+                torch.full((3, 4), config.vocab_size - 1, dtype=torch.long),
+                torch.tensor([1, 3]),
+                keys,
+                values,
+            ),
             out_dir / "decoder_step.onnx",
             {
                 "tokens": {0: "hypotheses", 1: "length"},
+                "positions": {0: "positions"},
                 "keys": {3: "frames"},
                 "values": {3: "frames"},
             },
-            {"log_probs": {0: "hypotheses"}},
+            {"log_probs": {0: "hypotheses", 1: "positions"}},
         )
     if float16_weights:
         for name in ("conv_stack", "encoder_top", "decoder_memory", "decoder_step"):

@@ -178,6 +178,37 @@ def test_score_bound_stops_as_soon_as_the_best_has_finished():
     assert bounded.num_steps == 4 < plain.num_steps
 
 
+def _torch_decoder_draft(model):
+    step = _torch_decoder_step(model)
+
+    def draft(tokens: np.ndarray, encoded: np.ndarray) -> np.ndarray:
+        return np.concatenate([step(tokens[None, : n + 1], encoded) for n in range(len(tokens))])
+
+    return draft
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_draft_check_gives_the_collapsed_search_with_fewer_decoder_calls(peaky_model, seed):
+    encoded, ctc = _decode_setup(peaky_model, 160, seed)
+    step_by_step = BeamSearch(_torch_decoder_step(peaky_model), peaky_model.eos)
+    drafted = BeamSearch(
+        _torch_decoder_step(peaky_model),
+        peaky_model.eos,
+        decoder_draft=_torch_decoder_draft(peaky_model),
+    )
+    pilot = step_by_step.decode(
+        encoded[:, :100], ctc[:100], DecodingOptions(beam_size=3, max_tokens=15)
+    )
+    options = DecodingOptions(reference=pilot.reference, beam_collapse=True, score_bound=True)
+    expected = step_by_step.decode(encoded, ctc, options)
+    result = drafted.decode(encoded, ctc, options)
+    assert result.token_ids == expected.token_ids
+    assert result.score == pytest.approx(expected.score, abs=1e-4)
+    assert result.collapsed_steps == expected.collapsed_steps
+    if expected.collapsed_steps > 1:
+        assert result.num_decoder_calls < expected.num_decoder_calls
+
+
 def test_collapse_margin_keeps_the_full_beam_on_close_calls(peaky_model, search):
     encoded, ctc = _decode_setup(peaky_model, 160, 1)
     plain = search.decode(encoded, ctc)

@@ -60,6 +60,18 @@ def test_onnx_decoder_step_matches_torch_for_any_batch_and_length(exported):
         assert np.abs(log_probs - expected.numpy()).max() < 1e-4
 
 
+def test_onnx_draft_check_equals_one_step_per_prefix(exported):
+    _, device = exported
+    encoded = np.random.default_rng(2).standard_normal((1, 17, TINY.d_model)).astype(np.float32)
+    memory = device.decoder_memory(encoded)
+    tokens = np.random.default_rng(3).integers(2, 38, 9)
+    tokens[0] = TINY.vocab_size - 1
+    draft = device.decoder_draft(tokens, memory)
+    steps = np.stack([device.decoder_step(tokens[None, :n], memory)[0] for n in range(1, 10)])
+    assert draft.shape == (9, TINY.vocab_size)
+    assert np.abs(draft - steps).max() < 1e-4
+
+
 def test_export_leaves_the_model_in_eval_mode(exported):
     model, _ = exported
     assert not any(module.training for module in model.modules())

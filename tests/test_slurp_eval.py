@@ -109,3 +109,15 @@ def test_the_shipped_threshold_offloads_what_scores_above_it(setup):
     assert point.threshold == threshold
     assert point.offload_ratio == pytest.approx(np.mean(scores > threshold))
     assert 0.0 < point.offload_ratio < 1.0
+
+
+def test_device_runs_are_keyed_by_the_decoding_files_not_the_offramp(tmp_path):
+    from eval.corpus_runs import _fingerprint
+
+    for name, content in (("encoder_top.onnx", b"graph"), ("config.json", b"{}")):
+        (tmp_path / name).write_bytes(content)
+    before = _fingerprint(tmp_path)
+    (tmp_path / "offramp.json").write_text('{"thresholds": {}}')  # fit on the runs themselves
+    assert _fingerprint(tmp_path) == before
+    (tmp_path / "encoder_top.onnx").write_bytes(b"retrained")
+    assert _fingerprint(tmp_path) != before
