@@ -14,11 +14,12 @@ waveform over the link + the link's round trip + the cloud's measured compute.
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from device.engine import EngineConfig
 from eval.metrics import intent_accuracy
 from eval.predictions import Prediction, write_predictions
 from eval.reports import pct
@@ -199,15 +200,21 @@ def _point(system, utterances, offloaded, link, after_full, threshold=None) -> O
     )
 
 
+def most_doubtful(scores: np.ndarray, ratio: float) -> tuple[np.ndarray, float | None]:
+    """The `ratio` share of recordings with the highest scores, and the threshold that takes
+    them."""
+    order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
+    count = round(ratio * len(order))
+    offloaded = np.zeros(len(order), bool)
+    offloaded[order[:count]] = True
+    return offloaded, float(scores[order[count - 1]]) if count else None
+
+
 def score_sweep(system, utterances, scores, link, after_full, steps=20) -> list[OperatingPoint]:
     """Offload the most doubtful k recordings, for k at `steps` + 1 evenly spaced ratios."""
-    order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
     points = []
     for step in range(steps + 1):
-        count = round(step / steps * len(utterances))
-        offloaded = np.zeros(len(utterances), bool)
-        offloaded[order[:count]] = True
-        threshold = float(scores[order[count - 1]]) if count else None
+        offloaded, threshold = most_doubtful(scores, step / steps)
         points.append(_point(system, utterances, offloaded, link, after_full, threshold))
     return points
 
@@ -293,6 +300,39 @@ def cheapest_meeting(points: list[OperatingPoint], target: float) -> OperatingPo
     return min(meeting, key=lambda p: p.offload_ratio) if meeting else None
 
 
+def pilot_variant_row(
+    name: str,
+    utterances: list[Utterance],
+    link: Link,
+    scorer,
+    targets: list[float],
+    steps: int = 20,
+) -> dict:
+    """One Table-5 row: a pilot setting's device-only point, and the least offloading (by the
+    offramp `scorer`) that reaches each overall WER target, with how many of the offloaded
+    recordings were targets (the cloud does better) and non-targets. Without pilots the
+    offramp can only judge the full decode, after it."""
+    after_full = all(u.pilot is None for u in utterances)
+    scores = _scores(utterances, scorer, after_full)
+    points = score_sweep(name, utterances, scores, link, after_full, steps)
+    none = np.zeros(len(utterances), bool)
+    row = {
+        "variant": name,
+        "offramp_after_full_decode": after_full,
+        "ondevice": _point(name, utterances, none, link, False).__dict__,
+        "offload": [],
+    }
+    for target in targets:
+        point = cheapest_meeting(points, target)
+        entry: dict = {"target_wer": target, "point": point.__dict__ if point else None}
+        if point is not None:
+            offloaded, _ = most_doubtful(scores, point.offload_ratio)
+            chosen = [u for u, o in zip(utterances, offloaded, strict=True) if o]
+            entry |= target_counts(chosen)
+        row["offload"].append(entry)
+    return row
+
+
 def target_counts(utterances: list[Utterance]) -> dict:
     """Recordings where the cloud beats the device (targets) and where it does not."""
     targets = sum(u.cloud_errors < u.device_errors for u in utterances)
@@ -335,7 +375,9 @@ def build_report(
     bilstm: BiLstmScorer | None,
     meta: dict,
     thresholds: dict[str, float] | None = None,
+    pilot_variants: dict[str, list[Utterance]] | None = None,
 ) -> dict:
+    """`pilot_variants`: the same recordings decoded under other pilot settings (Table 5)."""
     result = evaluate(utterances, link, bilstm, thresholds=thresholds)
     by_condition = {
         "Ours-OnDevice": _condition_wers(utterances, lambda u: u.device_errors),
@@ -351,6 +393,13 @@ def build_report(
             point = cheapest_meeting(points, target)
             row[name] = point.__dict__ if point else None
         table6.append(row)
+    scorer = bilstm if bilstm is not None else perplexity
+    policy = "Ours-LSTM" if bilstm is not None else "Ours-PPL"
+    table5_targets = targets[1:3] if len(targets) >= 3 else targets
+    table5 = [
+        pilot_variant_row(name, variant, link, scorer, table5_targets)
+        for name, variant in (pilot_variants or {}).items()
+    ]
     return {
         "benchmark": "slurp-eval",
         "utterances": len(utterances),
@@ -359,6 +408,7 @@ def build_report(
         "by_condition": by_condition,
         "sweeps": {k: [p.__dict__ for p in v] for k, v in result["sweeps"].items()},
         "table6": table6,
+        "table5": {"policy": policy, "rows": table5},
         "target_counts": target_counts(utterances),
         **meta,
     }
@@ -401,6 +451,7 @@ def format_report(report: dict) -> str:
                 f"{point['latency_p90_ms']:.0f}"
             )
         lines.append(f"| {pct(row['target_wer'])} | " + " | ".join(cells) + " |")
+    lines += _format_table5(report.get("table5"))
     counts = report["target_counts"]
     lines += [
         "",
@@ -408,6 +459,43 @@ def format_report(report: dict) -> str:
         f"non-targets: {counts['non_targets']}.",
     ]
     return "\n".join(lines)
+
+
+def _format_table5(table5: dict | None) -> list[str]:
+    """Pilot settings side by side (PASU Table 5): device only, and offloading to WER targets."""
+    if not table5 or not table5["rows"]:
+        return []
+    targets = [entry["target_wer"] for entry in table5["rows"][0]["offload"]]
+    lines = [
+        "",
+        f"Pilot settings (Table 5 style), offramp {table5['policy']}: device only, and the least "
+        "offloading that reaches each overall WER target (offload % / RTF / mean ms / "
+        "offloaded targets / non-targets)",
+        "",
+        "| pilots | device WER | device RTF | device mean ms | "
+        + " | ".join(f"WER ≤ {pct(t)}" for t in targets)
+        + " |",
+        "| --- | --- | --- | --- | " + " | ".join("---" for _ in targets) + " |",
+    ]
+    for row in table5["rows"]:
+        local = row["ondevice"]
+        cells = []
+        for entry in row["offload"]:
+            point = entry["point"]
+            cells.append(
+                "not reached"
+                if point is None
+                else f"{100 * point['offload_ratio']:.0f} % / {point['rtf']:.3f} / "
+                f"{point['latency_mean_ms']:.0f} / {entry['targets']} / {entry['non_targets']}"
+            )
+        name = row["variant"] + (
+            " (offramp after full decode)" if row["offramp_after_full_decode"] else ""
+        )
+        lines.append(
+            f"| {name} | {pct(local['wer'])} | {local['rtf']:.3f} | "
+            f"{local['latency_mean_ms']:.0f} | " + " | ".join(cells) + " |"
+        )
+    return lines
 
 
 def _plot(report: dict, x, y, labels: tuple[str, str, str], path: Path) -> str:
@@ -471,8 +559,11 @@ def run(
     link: str = "wifi",
     cloud_model: str = "whisper-base",
     cloud_intent: str = "minilm",
+    pilot_intervals: tuple[float, ...] = (2.0, 1.0),
 ) -> tuple[dict, list[Utterance]]:
-    """Run (or load from the cache) every system on the split and build the report."""
+    """Run (or load from the cache) every system on the split and build the report; the device
+    also runs without pilots and at each of `pilot_intervals` (beside the default 0.5 s), for
+    the Table-5 rows."""
     import datetime
     import platform
 
@@ -493,14 +584,30 @@ def run(
         predictions = classifier.predict([t or "-" for t in texts])
         return [p.intent if t else "" for p, t in zip(predictions, texts, strict=True)]
 
+    cloud_intents = intents(cloud_classifier, [r["cloud_text"] for r in cloud])
     utterances = merge_runs(
         device,
         cloud,
         intents(device_classifier, [r["device_text"] for r in device]),
-        intents(cloud_classifier, [r["cloud_text"] for r in cloud]),
+        cloud_intents,
         espnet,
         intents(device_classifier, [r["espnet_text"] for r in espnet]) if espnet else None,
     )
+    default = EngineConfig()
+    settings = {
+        "none": replace(default, pilots=False),
+        **{f"tau={t:g}s": replace(default, pilot_interval_s=t) for t in pilot_intervals},
+        f"tau={default.pilot_interval_s:g}s (default)": default,
+    }
+    pilot_variants = {}
+    for name, config in settings.items():
+        rows = (
+            device if config == default else device_runs(model_dir, data_dir, split, limit, config)
+        )
+        texts = [r["device_text"] for r in rows]
+        pilot_variants[name] = merge_runs(
+            rows, cloud, intents(device_classifier, texts), cloud_intents
+        )
     bilstm_path = model_dir / BILSTM_FILE
     bilstm = BiLstmScorer.load(bilstm_path) if bilstm_path.is_file() else None
     meta = {
@@ -521,4 +628,5 @@ def run(
         if offramp_config.is_file()
         else None
     )
-    return build_report(utterances, LINKS[link], bilstm, meta, thresholds), utterances
+    report = build_report(utterances, LINKS[link], bilstm, meta, thresholds, pilot_variants)
+    return report, utterances

@@ -78,8 +78,20 @@ def test_report_structure_and_consistency(setup, tmp_path):
     counts = report["target_counts"]
     assert counts["targets"] + counts["non_targets"] == 12
     assert report["table6"] and "target_wer" in report["table6"][0]
+    table5 = {row["variant"]: row for row in report["table5"]["rows"]}
+    assert list(table5) == ["none", "tau=2s", "tau=1s", "tau=0.5s (default)"]
+    assert table5["none"]["offramp_after_full_decode"]
+    assert not table5["tau=0.5s (default)"]["offramp_after_full_decode"]
+    default = table5["tau=0.5s (default)"]["ondevice"]
+    assert default["wer"] == pytest.approx(fixed["Ours-OnDevice"]["wer"])
+    assert default["latency_mean_ms"] == pytest.approx(fixed["Ours-OnDevice"]["latency_mean_ms"])
+    for row in table5.values():
+        for entry in row["offload"]:
+            if entry["point"] is not None:
+                offloaded = round(entry["point"]["offload_ratio"] * 12)
+                assert entry["targets"] + entry["non_targets"] == offloaded
     table = format_report(report)
-    assert "Ours-OnDevice" in table and "target WER" in table
+    assert "Ours-OnDevice" in table and "target WER" in table and "Table 5" in table
 
     plots = write_plots(report, tmp_path / "plots")
     assert all(Path(p).stat().st_size > 1000 for p in plots)
