@@ -244,12 +244,13 @@ class BeamSearch:
                         hypothesis.tokens.append(self.eos)
             running = [h for h in survivors if h.tokens[-1] != self.eos]
             ended += [h for h in survivors if h.tokens[-1] == self.eos]
+            # The tracker sees every best history (realignment keeps state), then the margin.
             agrees = bool(
                 tracker
                 and running
                 and survivors[0] is running[0]
-                and _leads(survivors, options.collapse_margin)
                 and tracker.agrees(running[0].tokens[1:])
+                and _leads(survivors, options.collapse_margin)
             )
             if agrees:
                 running = running[:1]
