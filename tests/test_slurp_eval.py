@@ -14,6 +14,8 @@ from tests.conftest import WORDS, slurp_record, tiny_model_config
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
+RECORDINGS = 50  # the 50-recording run, on a tiny model and synthetic tones
+
 
 @pytest.fixture(scope="module")
 def setup(tiny_model, tmp_path_factory):
@@ -34,7 +36,7 @@ def setup(tiny_model, tmp_path_factory):
     (corpus / "audio").mkdir(parents=True)
     rng = np.random.default_rng(1)
     lines = []
-    for i in range(12):
+    for i in range(RECORDINGS):
         name = f"test-{i}-headset.flac" if i % 2 else f"test-{i}.flac"
         t = np.arange(int(16000 * rng.uniform(1.6, 2.4))) / 16000
         tone = 0.2 * np.sin(2 * np.pi * (200 + 60 * (i % 5)) * t) * np.sin(2 * np.pi * 2 * t)
@@ -58,7 +60,7 @@ def evaluate_small(setup):
 
 def test_report_structure_and_consistency(setup, tmp_path):
     report, utterances = evaluate_small(setup)
-    assert report["utterances"] == len(utterances) == 12
+    assert report["utterances"] == len(utterances) == RECORDINGS
     fixed = {p["system"]: p for p in report["fixed"]}
     assert set(fixed) == {"OnDevice (ESPnet)", "Ours-OnDevice", "AllOffload"}
     assert fixed["Ours-OnDevice"]["offload_ratio"] == 0.0
@@ -76,7 +78,7 @@ def test_report_structure_and_consistency(setup, tmp_path):
     after_full = report["sweeps"]["Ours-after-full-decode-PPL"][-1]
     assert after_full["latency_mean_ms"] > fixed["AllOffload"]["latency_mean_ms"]
     counts = report["target_counts"]
-    assert counts["targets"] + counts["non_targets"] == 12
+    assert counts["targets"] + counts["non_targets"] == RECORDINGS
     assert report["table6"] and "target_wer" in report["table6"][0]
     table5 = {row["variant"]: row for row in report["table5"]["rows"]}
     assert list(table5) == ["none", "tau=2s", "tau=1s", "tau=0.5s (default)"]
@@ -88,7 +90,7 @@ def test_report_structure_and_consistency(setup, tmp_path):
     for row in table5.values():
         for entry in row["offload"]:
             if entry["point"] is not None:
-                offloaded = round(entry["point"]["offload_ratio"] * 12)
+                offloaded = round(entry["point"]["offload_ratio"] * RECORDINGS)
                 assert entry["targets"] + entry["non_targets"] == offloaded
     table = format_report(report)
     assert "Ours-OnDevice" in table and "target WER" in table and "Table 5" in table
