@@ -23,7 +23,9 @@ that speedups are measured against what an ESPnet user gets. Given a pilot's out
 One more stopping rule needs no reference (`score_bound`): every step adds a decoder log-prob
 and a CTC prefix-probability ratio, both ≤ 0, so a hypothesis's score never rises. Once the best
 finished hypothesis scores at least as well as every running one, nothing can overtake it and the
-search stops, with the answer an unbounded search would give. ESPnet's end detection instead
+search stops, with the answer an unbounded search would give. (CTC leap breaks the premise right
+after a leap, since the pilot's forward variables come from other posteriors: the bound then
+waits until no running hypothesis can leap any more.) ESPnet's end detection instead
 waits until three lengths in a row have ended far (10 nats) below the best, which costs several
 full-beam steps after the answer is known.
 """
@@ -162,6 +164,21 @@ def _settled(ended: list[Hypothesis], running: list[Hypothesis]) -> bool:
     )
 
 
+def _may_leap(running: list[Hypothesis], options: DecodingOptions) -> bool:
+    """Whether a running hypothesis can still have descendants scored from the pilot's CTC
+    variables. Those come from the pilot's posteriors, not the full input's, so a score may rise
+    right after a leap, and the score bound must wait until no such descendant is possible."""
+    reference = options.reference
+    if not (options.ctc_leap and reference):
+        return False
+    leap_steps = len(reference.ctc_states)
+    return any(
+        len(h.tokens) - 1 <= leap_steps
+        and tuple(h.tokens[1:]) == reference.tokens[: len(h.tokens) - 1]
+        for h in running
+    )
+
+
 def predicted_length(reference: PilotReference, num_frames: int, slack: int) -> int:
     """PASU's early-termination length: the pilot's token rate scaled to the full input, + C."""
     return math.ceil(num_frames / max(reference.num_frames, 1) * len(reference.tokens)) + slack
@@ -261,7 +278,7 @@ class BeamSearch:
                 break
             if stop_length is not None and step + 1 >= stop_length and ended:
                 break
-            if options.score_bound and _settled(ended, running):
+            if options.score_bound and _settled(ended, running) and not _may_leap(running, options):
                 break
         best = sorted(ended, key=lambda h: float(h.score), reverse=True)[0] if ended else running[0]
         body = best.tokens[1:-1] if best.tokens[-1] == self.eos else best.tokens[1:]
@@ -283,7 +300,8 @@ class BeamSearch:
         reference = options.reference
         if not (self.decoder_draft and options.beam_collapse and reference and reference.tokens):
             return None
-        tokens = (self.eos, *reference.tokens[:max_length])
+        # the longest history a step can send has max_length tokens, sos included
+        tokens = (self.eos, *reference.tokens[: max_length - 1])
         if self.max_positions is not None:
             tokens = tokens[: self.max_positions]
         return Draft(tokens, self.decoder_draft(np.array(tokens, np.int64), memory))

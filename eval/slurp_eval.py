@@ -149,6 +149,12 @@ def offload_ms(u: Utterance, link: Link, after_full_decode: bool) -> float:
     return before + link.transfer_ms(u.upload_bytes) + u.cloud_compute_ms
 
 
+def _judged_after_full_decode(u: Utterance, after_full: bool, offramp: bool) -> bool:
+    """An offramp with no pilot output to judge (speech shorter than the first pilot) judges
+    the full decode, as the device does: that decode comes before the offload."""
+    return after_full or (offramp and u.pilot is None)
+
+
 @dataclass(frozen=True)
 class OperatingPoint:
     """One policy at one threshold (or α): what users get."""
@@ -163,21 +169,23 @@ class OperatingPoint:
     threshold: float | None = None
 
 
-def _point(system, utterances, offloaded, link, after_full, threshold=None) -> OperatingPoint:
+def _point(
+    system, utterances, offloaded, link, after_full, threshold=None, offramp=False
+) -> OperatingPoint:
+    """`offramp`: the offload decisions come from an offramp score (not chance, not always)."""
     offloaded = np.asarray(offloaded, bool)
+    full_first = [_judged_after_full_decode(u, after_full, offramp) for u in utterances]
     words = sum(u.words for u in utterances)
     errors = sum(
         u.cloud_errors if o else u.device_errors for u, o in zip(utterances, offloaded, strict=True)
     )
     latencies = [
-        offload_ms(u, link, after_full) if o else u.device_ms
-        for u, o in zip(utterances, offloaded, strict=True)
+        offload_ms(u, link, full) if o else u.device_ms
+        for u, o, full in zip(utterances, offloaded, full_first, strict=True)
     ]
     compute = sum(
-        (u.cloud_compute_ms + (u.device_compute_ms if after_full else 0.0))
-        if o
-        else u.device_compute_ms
-        for u, o in zip(utterances, offloaded, strict=True)
+        (u.cloud_compute_ms + (u.device_compute_ms if full else 0.0)) if o else u.device_compute_ms
+        for u, o, full in zip(utterances, offloaded, full_first, strict=True)
     )
     intents = None
     if all(u.gold_intent is not None for u in utterances):
@@ -215,7 +223,7 @@ def score_sweep(system, utterances, scores, link, after_full, steps=20) -> list[
     points = []
     for step in range(steps + 1):
         offloaded, threshold = most_doubtful(scores, step / steps)
-        points.append(_point(system, utterances, offloaded, link, after_full, threshold))
+        points.append(_point(system, utterances, offloaded, link, after_full, threshold, True))
     return points
 
 
@@ -273,7 +281,8 @@ def evaluate(
         threshold = (thresholds or {}).get(name.lower())
         if threshold is not None:
             system = f"Ours-{name} (shipped threshold)"
-            fixed.append(_point(system, utterances, scores > threshold, link, False, threshold))
+            offloaded = scores > threshold
+            fixed.append(_point(system, utterances, offloaded, link, False, threshold, True))
         sweeps[f"Ours-after-full-decode-{name}"] = score_sweep(
             f"Ours-after-full-decode-{name}",
             utterances,

@@ -153,6 +153,28 @@ def test_score_bound_stops_sooner_with_the_same_answer(peaky_model, search, seed
     assert bounded.num_steps <= plain.num_steps
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_score_bound_waits_while_a_hypothesis_can_still_leap(peaky_model, search, seed):
+    from device.decoding import Hypothesis, _may_leap
+
+    encoded, ctc = _decode_setup(peaky_model, 160, seed)
+    pilot = search.decode(encoded[:, :100], ctc[:100], DecodingOptions(beam_size=3, max_tokens=15))
+    options = DecodingOptions(
+        reference=pilot.reference, beam_collapse=True, ctc_leap=True, early_termination=True
+    )
+    unbounded = search.decode(encoded, ctc, options)
+    bounded = search.decode(encoded, ctc, replace(options, score_bound=True))
+    assert bounded.token_ids == unbounded.token_ids
+    assert bounded.score == pytest.approx(unbounded.score, abs=1e-4)
+
+    reference = pilot.reference
+    on_path = Hypothesis([peaky_model.eos, *reference.tokens[:1]], 0.0, None, 0.0)
+    off_path = Hypothesis([peaky_model.eos, -1], 0.0, None, 0.0)
+    assert _may_leap([off_path, on_path], options)
+    assert not _may_leap([off_path], options)
+    assert not _may_leap([on_path], replace(options, ctc_leap=False))
+
+
 def test_score_bound_stops_as_soon_as_the_best_has_finished():
     # A decoder that is sure of "1 2 3 <eos>" and a CTC that agrees: ESPnet's end detection
     # searches on until three more lengths have ended far below; the bound stops at once.
