@@ -105,6 +105,11 @@ class DecodingResult:
     reference: PilotReference | None = None
 
 
+def _is_prefix(tokens: list[int] | tuple[int, ...], of: tuple[int, ...]) -> bool:
+    """Whether `tokens` begin `of` (False when longer)."""
+    return tuple(tokens) == of[: len(tokens)]
+
+
 class ReferenceTracker:
     """Decides whether the best hypothesis still follows the pilot reference.
 
@@ -123,7 +128,7 @@ class ReferenceTracker:
     def agrees(self, history: list[int]) -> bool:
         """`history`: the best hypothesis's tokens without sos."""
         if self.lookahead == 0:
-            return tuple(history) == self.tokens[: len(history)]
+            return _is_prefix(history, self.tokens)
         newest = len(history) - 1 + self.offset
         if self._at(newest) == history[-1]:
             return len(history) == 1 or self._at(newest - 1) == history[-2]
@@ -173,8 +178,7 @@ def _may_leap(running: list[Hypothesis], options: DecodingOptions) -> bool:
         return False
     leap_steps = len(reference.ctc_states)
     return any(
-        len(h.tokens) - 1 <= leap_steps
-        and tuple(h.tokens[1:]) == reference.tokens[: len(h.tokens) - 1]
+        len(h.tokens) - 1 <= leap_steps and _is_prefix(h.tokens[1:], reference.tokens)
         for h in running
     )
 
@@ -192,9 +196,8 @@ class Draft:
     log_probs: np.ndarray  # (len(tokens), V)
 
     def row_for(self, hypothesis_tokens: list[int]) -> np.ndarray | None:
-        length = len(hypothesis_tokens)
-        if length <= len(self.tokens) and tuple(hypothesis_tokens) == self.tokens[:length]:
-            return self.log_probs[length - 1]
+        if _is_prefix(hypothesis_tokens, self.tokens):
+            return self.log_probs[len(hypothesis_tokens) - 1]
         return None
 
 
@@ -311,9 +314,11 @@ class BeamSearch:
     ) -> tuple[np.ndarray, int]:
         """Decoder log-probs (N, V) of the running hypotheses, and how many were computed now
         (a hypothesis on the draft reads its row from there)."""
-        known = [draft.row_for(h.tokens) for h in running] if draft is not None else []
-        missing = [i for i, row in enumerate(known) if row is None] if known else []
-        if not known or len(missing) == len(running):
+        if draft is None:
+            return self.decoder_step(tokens, memory), len(running)
+        known = [draft.row_for(h.tokens) for h in running]
+        missing = [i for i, row in enumerate(known) if row is None]
+        if len(missing) == len(running):
             return self.decoder_step(tokens, memory), len(running)
         rows = np.empty((len(running), draft.log_probs.shape[1]), np.float32)
         for i, row in enumerate(known):
@@ -386,11 +391,10 @@ class BeamSearch:
         if not (options.ctc_leap and reference and step < len(reference.ctc_states)):
             return None
         reused_frames = int(reference.num_frames * options.ctc_leap_ratio)
-        expected = reference.tokens[: step + 1]
         leaps = {}
         for row, hypothesis in enumerate(running):
-            if tuple(hypothesis.tokens[1:]) != expected[:-1]:
+            if not _is_prefix(hypothesis.tokens[1:], reference.tokens):
                 continue
-            for slot in np.flatnonzero(candidates[row] == expected[-1]):
+            for slot in np.flatnonzero(candidates[row] == reference.tokens[step]):
                 leaps[(row, int(slot))] = reference.ctc_states[step][:reused_frames]
         return leaps
