@@ -32,7 +32,7 @@ from pasu.paths import cache_dir
 _DECODING_FILES = ("config.json", "tokenizer.model", "cmvn.npz")
 
 
-def _fingerprint(*parts: object) -> str:
+def fingerprint(*parts: object) -> str:
     digest = hashlib.sha1()
     for part in parts:
         if isinstance(part, Path) and part.is_dir():
@@ -107,7 +107,7 @@ def device_runs(
     config: EngineConfig | None = None,
 ) -> list[dict]:
     config = config or EngineConfig()
-    key = _fingerprint(model_dir, config, split, limit, data_dir.resolve())
+    key = fingerprint(model_dir, config, split, limit, data_dir.resolve())
     path = cache_dir() / "runs-cache" / f"device-{split}-{key}.jsonl"
     engine = Engine(model_dir, config)
 
@@ -150,7 +150,7 @@ def cloud_runs(
     from cloud.whisper_models import resolve_checkpoint
 
     # cached by (model, audio hash), whatever split or subset asks
-    path = cache_dir() / "runs-cache" / f"cloud-{_fingerprint(model, 'padded')}.jsonl"
+    path = cache_dir() / "runs-cache" / f"cloud-{fingerprint(model, 'padded')}.jsonl"
     recognizer = None
 
     def run_one(recording: Recording) -> dict:
@@ -180,7 +180,7 @@ def baseline_runs(
 ) -> list[dict]:
     """ESPnet's BatchBeamSearch on the torch weights (the OnDevice baseline): features while
     speaking, the whole encoder and the beam search after the end of speech."""
-    key = _fingerprint(checkpoint.read_bytes()[: 1 << 20], model_dir, split, limit)
+    key = fingerprint(checkpoint.read_bytes()[: 1 << 20], model_dir, split, limit)
     path = cache_dir() / "runs-cache" / f"espnet-{split}-{key}.jsonl"
     decoder = None
 

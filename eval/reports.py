@@ -4,8 +4,12 @@ date that produced them."""
 import datetime
 import json
 import shlex
+import subprocess
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+_PACKAGES = ("onnxruntime", "numpy", "faster-whisper", "ctranslate2", "torch", "espnet")
 
 
 def pct(value: float | None) -> str:
@@ -15,6 +19,30 @@ def pct(value: float | None) -> str:
 def command_line() -> str:
     """How this process was started, as a user would type it."""
     return "pasu " + shlex.join(sys.argv[1:])
+
+
+def software_versions() -> dict[str, str | None]:
+    """The code and libraries a result came from: the repository's commit (marked `+dirty`
+    when the work tree has changes) and the versions of the packages that do the work."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        except OSError:
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+dirty"
+    found: dict[str, str | None] = {"pasu": commit}
+    for package in _PACKAGES:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
 
 
 def save_report(

@@ -342,6 +342,96 @@ def pilot_variant_row(
     return row
 
 
+def naive_share(device_wer: float, cloud_wer: float, target: float) -> float | None:
+    """The share random offloading needs to reach `target` in expectation (the paper's
+    NaiveHybrid line: WER falls linearly from the device's to the cloud's); None below the
+    cloud's WER."""
+    if target >= device_wer:
+        return 0.0
+    if target < cloud_wer:
+        return None
+    return (device_wer - target) / (device_wer - cloud_wer)
+
+
+def least_share(utterances: list[Utterance], scores: np.ndarray, target: float) -> float | None:
+    """The smallest share of recordings that, offloaded most doubtful first, brings the overall
+    WER to `target` (exact, at one-recording steps rather than the sweep's 5 % steps)."""
+    order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
+    device = np.array([u.device_errors for u in utterances], np.int64)[order]
+    cloud = np.array([u.cloud_errors for u in utterances], np.int64)[order]
+    words = max(sum(u.words for u in utterances), 1)
+    errors = device.sum() - np.concatenate([[0], np.cumsum(device - cloud)])
+    reaching = np.flatnonzero(errors / words <= target + 1e-12)
+    return float(reaching[0] / len(utterances)) if reaching.size else None
+
+
+def paper_targets(
+    utterances: list[Utterance], link: Link, bilstm: BiLstmScorer | None, steps: int = 3
+) -> dict:
+    """The issue's three targets from the paper, checked on these recordings:
+    1. at the same overall WER, each offramp offloads ≤ 0.5 × NaiveHybrid's share (WER targets
+       at 1/4, 2/4, 3/4 of the way from the device's WER to the cloud's);
+    2. within 1 % absolute WER of AllOffload while offloading ≤ 50 %, at a lower mean latency
+       than AllOffload (on the `wifi` link);
+    3. Ours-OnDevice's mean latency ≤ 0.5 × OnDevice (ESPnet)'s at equal WER (± 0.5 %)."""
+    none, every = np.zeros(len(utterances), bool), np.ones(len(utterances), bool)
+    device = _point("Ours-OnDevice", utterances, none, link, False)
+    cloud = _point("AllOffload", utterances, every, link, False)
+    scorers = {"Ours-PPL": perplexity} | ({"Ours-LSTM": bilstm} if bilstm is not None else {})
+    scores = {name: _scores(utterances, scorer, False) for name, scorer in scorers.items()}
+
+    same_wer = []
+    for step in range(1, steps + 1):
+        target = device.wer + (cloud.wer - device.wer) * step / (steps + 1)
+        naive = naive_share(device.wer, cloud.wer, target)
+        row = {"target_wer": target, "NaiveHybrid": naive}
+        for name in scorers:
+            share = least_share(utterances, scores[name], target)
+            row[name] = share
+            row[f"{name} / NaiveHybrid"] = share / naive if share is not None and naive else None
+        same_wer.append(row)
+    near_cloud: dict = {
+        "target_wer": cloud.wer + 0.01,
+        "alloffload_latency_mean_ms": cloud.latency_mean_ms,
+        "link": link.name,
+    }
+    for name in scorers:
+        share = least_share(utterances, scores[name], cloud.wer + 0.01)
+        point = None
+        if share is not None:
+            offloaded, _ = most_doubtful(scores[name], share)
+            point = _point(name, utterances, offloaded, link, False, offramp=True)
+        near_cloud[name] = point.__dict__ if point else None
+
+    def beats_naive(name: str) -> bool:
+        ratios = [row[f"{name} / NaiveHybrid"] for row in same_wer]
+        return all(r is not None and r <= 0.5 for r in ratios)
+
+    def near_and_fast(name: str) -> bool:
+        point = near_cloud[name]
+        return (
+            point is not None
+            and point["offload_ratio"] <= 0.5
+            and point["latency_mean_ms"] < cloud.latency_mean_ms
+        )
+
+    checks = {
+        "offload_vs_naive": {"rows": same_wer, "met": {n: beats_naive(n) for n in scorers}},
+        "near_alloffload": near_cloud | {"met": {n: near_and_fast(n) for n in scorers}},
+    }
+    if all(u.espnet_ms is not None for u in utterances):
+        espnet_ms = float(np.mean([u.espnet_ms for u in utterances]))
+        words = max(sum(u.words for u in utterances), 1)
+        espnet_wer = sum(u.espnet_errors for u in utterances) / words
+        checks["ondevice_latency"] = {
+            "latency_ratio": device.latency_mean_ms / espnet_ms,
+            "wer_difference": device.wer - espnet_wer,
+            "met": device.latency_mean_ms <= 0.5 * espnet_ms
+            and abs(device.wer - espnet_wer) <= 0.005,
+        }
+    return checks
+
+
 def target_counts(utterances: list[Utterance]) -> dict:
     """Recordings where the cloud beats the device (targets) and where it does not."""
     targets = sum(u.cloud_errors < u.device_errors for u in utterances)
@@ -419,6 +509,7 @@ def build_report(
         "table6": table6,
         "table5": {"policy": policy, "rows": table5},
         "target_counts": target_counts(utterances),
+        "paper_targets": paper_targets(utterances, link, bilstm),
         **meta,
     }
 
@@ -461,6 +552,7 @@ def format_report(report: dict) -> str:
             )
         lines.append(f"| {pct(row['target_wer'])} | " + " | ".join(cells) + " |")
     lines += _format_table5(report.get("table5"))
+    lines += _format_paper_targets(report.get("paper_targets"))
     counts = report["target_counts"]
     lines += [
         "",
@@ -468,6 +560,59 @@ def format_report(report: dict) -> str:
         f"non-targets: {counts['non_targets']}.",
     ]
     return "\n".join(lines)
+
+
+def _yes(met: bool) -> str:
+    return "**met**" if met else "missed"
+
+
+def _format_paper_targets(checks: dict | None) -> list[str]:
+    """The paper's targets, each with what was measured and whether it is met."""
+    if not checks:
+        return []
+    lines = [
+        "",
+        "The paper's targets, checked",
+        "",
+        "| target | measured | |",
+        "| --- | --- | --- |",
+    ]
+    naive, near = checks["offload_vs_naive"], checks["near_alloffload"]
+    for name in naive["met"]:
+        cells = [
+            f"WER {pct(row['target_wer'])}: {_share(row[name])} vs {_share(row['NaiveHybrid'])}"
+            + (f" ({row[f'{name} / NaiveHybrid']:.2f} ×)" if row[f"{name} / NaiveHybrid"] else "")
+            for row in naive["rows"]
+        ]
+        lines.append(
+            f"| {name} offloads ≤ 0.5 × NaiveHybrid's share at the same WER | "
+            + "; ".join(cells)
+            + f" | {_yes(naive['met'][name])} |"
+        )
+    for name in near["met"]:
+        point = near[name]
+        measured = (
+            "not reached"
+            if point is None
+            else f"{_share(point['offload_ratio'])} offloaded, {point['latency_mean_ms']:.0f} ms"
+        )
+        lines.append(
+            f"| {name} within 1 % of AllOffload (WER ≤ {pct(near['target_wer'])}) offloading "
+            f"≤ 50 %, faster than AllOffload ({near['alloffload_latency_mean_ms']:.0f} ms, "
+            f"`{near['link']}` link) | {measured} | {_yes(near['met'][name])} |"
+        )
+    local = checks.get("ondevice_latency")
+    if local:
+        lines.append(
+            "| Ours-OnDevice mean latency ≤ 0.5 × OnDevice (ESPnet) at equal WER (± 0.5 %) | "
+            f"{local['latency_ratio']:.2f} ×, WER {100 * local['wer_difference']:+.2f} % | "
+            f"{_yes(local['met'])} |"
+        )
+    return lines
+
+
+def _share(value: float | None) -> str:
+    return "not reached" if value is None else f"{100 * value:.1f} %"
 
 
 def _format_table5(table5: dict | None) -> list[str]:
@@ -523,6 +668,17 @@ def _plot(report: dict, x, y, labels: tuple[str, str, str], path: Path) -> str:
             label=name,
             linestyle="--" if name == "NaiveHybrid" else "-",
         )
+    # Random offloading's expectation is linear in α in both WER and latency, so the paper's
+    # NaiveHybrid line is the segment between never and always offloading.
+    fixed = {point["system"]: point for point in report["fixed"]}
+    ends = [fixed["Ours-OnDevice"], fixed["AllOffload"]]
+    axis.plot(
+        [x(p) for p in ends],
+        [y(p) for p in ends],
+        color="grey",
+        linestyle=":",
+        label="NaiveHybrid, expected (paper's line)",
+    )
     for point in report["fixed"]:
         axis.scatter(x(point), y(point), s=60, zorder=3, label=point["system"])
     axis.set(xlabel=labels[0], ylabel=labels[1], title=labels[2])
@@ -559,6 +715,16 @@ def write_plots(report: dict, out_dir: Path) -> list[str]:
     ]
 
 
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def run(
     model_dir: Path,
     data_dir: Path,
@@ -578,7 +744,8 @@ def run(
 
     from cloud.understanding import load_intent_model
     from device.api import Understander
-    from eval.corpus_runs import baseline_runs, cloud_runs, device_runs
+    from eval.corpus_runs import baseline_runs, cloud_runs, device_runs, fingerprint
+    from eval.reports import software_versions
     from offramp.policy import BILSTM_FILE
 
     if link not in LINKS:
@@ -628,7 +795,9 @@ def run(
         "checkpoint": str(checkpoint) if checkpoint else None,
         "cloud_model": cloud_model,
         "cloud_intent": cloud_intent,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "model_fingerprint": fingerprint(model_dir),
+        "versions": software_versions(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_cpu_name()}",
         "date": datetime.date.today().isoformat(),
     }
     offramp_config = model_dir / "offramp.json"

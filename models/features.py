@@ -103,7 +103,7 @@ def build_feature_cache(
     return failed
 
 
-def _fingerprint(recordings: Sequence[Recording]) -> str:
+def fingerprint(recordings: Sequence[Recording]) -> str:
     return hashlib.sha1("\n".join(f"{r.id}\t{r.text}" for r in recordings).encode()).hexdigest()
 
 
@@ -112,7 +112,7 @@ def _discard_if_stale(directory: Path, recordings: Sequence[Recording], num_shar
     a different limit) starts the cache afresh. A cache from before fingerprints is adopted
     when its shard count matches."""
     stamp = directory / "recordings.sha1"
-    expected = _fingerprint(recordings)
+    expected = fingerprint(recordings)
     count_file = directory / "num_shards.txt"
     if stamp.is_file():
         stale = stamp.read_text().strip() != expected

@@ -92,8 +92,16 @@ def test_report_structure_and_consistency(setup, tmp_path):
             if entry["point"] is not None:
                 offloaded = round(entry["point"]["offload_ratio"] * RECORDINGS)
                 assert entry["targets"] + entry["non_targets"] == offloaded
+    targets = report["paper_targets"]
+    for row in targets["offload_vs_naive"]["rows"]:
+        assert fixed["AllOffload"]["wer"] <= row["target_wer"] <= fixed["Ours-OnDevice"]["wer"]
+    local = targets["ondevice_latency"]
+    assert local["latency_ratio"] == pytest.approx(
+        fixed["Ours-OnDevice"]["latency_mean_ms"] / fixed["OnDevice (ESPnet)"]["latency_mean_ms"]
+    )
     table = format_report(report)
     assert "Ours-OnDevice" in table and "target WER" in table and "Table 5" in table
+    assert "The paper's targets" in table
 
     plots = write_plots(report, tmp_path / "plots")
     assert all(Path(p).stat().st_size > 1000 for p in plots)
@@ -126,12 +134,90 @@ def test_the_shipped_threshold_offloads_what_scores_above_it(setup):
 
 
 def test_device_runs_are_keyed_by_the_decoding_files_not_the_offramp(tmp_path):
-    from eval.corpus_runs import _fingerprint
+    from eval.corpus_runs import fingerprint
 
     for name, content in (("encoder_top.onnx", b"graph"), ("config.json", b"{}")):
         (tmp_path / name).write_bytes(content)
-    before = _fingerprint(tmp_path)
+    before = fingerprint(tmp_path)
     (tmp_path / "offramp.json").write_text('{"thresholds": {}}')  # fit on the runs themselves
-    assert _fingerprint(tmp_path) == before
+    assert fingerprint(tmp_path) == before
     (tmp_path / "encoder_top.onnx").write_bytes(b"retrained")
-    assert _fingerprint(tmp_path) != before
+    assert fingerprint(tmp_path) != before
+
+
+def _utterance(index: int, device_errors: int, cloud_errors: int, espnet_ms=None):
+    from eval.slurp_eval import Utterance
+
+    return Utterance(
+        id=str(index),
+        condition="close",
+        words=10,
+        audio_s=2.0,
+        gold_intent=None,
+        device_errors=device_errors,
+        device_text="a",
+        device_intent="x",
+        device_ms=40.0,
+        device_catch_up_ms=10.0,
+        device_compute_ms=300.0,
+        cloud_errors=cloud_errors,
+        cloud_text="a",
+        cloud_intent="x",
+        cloud_compute_ms=900.0,
+        upload_bytes=40_000,
+        pilot=None,
+        full=None,
+        espnet_errors=device_errors if espnet_ms else None,
+        espnet_ms=espnet_ms,
+    )
+
+
+def test_naive_share_is_the_line_from_device_to_cloud():
+    from eval.slurp_eval import naive_share
+
+    assert naive_share(0.5, 0.3, 0.4) == pytest.approx(0.5)
+    assert naive_share(0.5, 0.3, 0.6) == 0.0
+    assert naive_share(0.5, 0.3, 0.2) is None  # below the cloud: random offloading never gets there
+
+
+def test_least_share_offloads_the_most_doubtful_first_one_recording_at_a_time():
+    from eval.slurp_eval import least_share
+
+    # 100 words; the device makes 20 errors, the cloud 5. Offloading recording 0 (score 9) saves
+    # 8 errors, then recording 1 (score 5) saves 4; the rest save nothing.
+    utterances = (
+        [_utterance(0, 9, 1), _utterance(1, 5, 1)]
+        + [_utterance(i, 1, 1) for i in range(2, 8)]
+        + [_utterance(8, 0, 1), _utterance(9, 0, 0)]
+    )
+    scores = np.array([9.0, 5.0, 1, 1, 1, 1, 1, 1, 0.5, 0.0])
+    assert least_share(utterances, scores, 0.20) == 0.0
+    assert least_share(utterances, scores, 0.12) == pytest.approx(0.1)
+    assert least_share(utterances, scores, 0.08) == pytest.approx(0.2)
+    assert least_share(utterances, scores, 0.05) is None  # offloading all gives 7 errors
+
+
+def test_paper_targets_say_met_only_when_the_numbers_meet_them():
+    from eval.slurp_eval import paper_targets
+    from offramp.features import OfframpFeatures
+
+    # A quarter of the recordings hold all the device's errors, and perplexity (of the full
+    # decode: no pilots here) finds them.
+
+    utterances = []
+    for i in range(40):
+        errors = 6 if i < 10 else 0
+        log_probs = np.log(np.full(5, 0.2 if errors else 0.95, np.float32))
+        u = _utterance(i, errors, 1 if errors else 0, espnet_ms=200.0)
+        features = OfframpFeatures(log_probs, log_probs, 2.0)
+        utterances.append(type(u)(**{**u.__dict__, "full": features}))
+    checks = paper_targets(utterances, LINKS["wifi"], None)
+    rows = checks["offload_vs_naive"]["rows"]
+    # The doubtful quarter holds all the gain: the offramp needs a third of NaiveHybrid's share.
+    for row in rows:
+        assert row["Ours-PPL / NaiveHybrid"] <= 0.5
+    assert checks["offload_vs_naive"]["met"] == {"Ours-PPL": True}
+    near = checks["near_alloffload"]
+    assert near["Ours-PPL"]["offload_ratio"] <= 0.25 and near["met"] == {"Ours-PPL": True}
+    local = checks["ondevice_latency"]
+    assert local["latency_ratio"] == pytest.approx(40 / 200) and local["met"]
