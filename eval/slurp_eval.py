@@ -438,18 +438,53 @@ def target_counts(utterances: list[Utterance]) -> dict:
     return {"targets": targets, "non_targets": len(utterances) - targets}
 
 
-def write_system_predictions(out_dir: Path, utterances: list[Utterance]) -> list[str]:
-    """SLURP-format predictions of the fixed systems, for the official scorer."""
-    systems = {
-        "ours-ondevice": lambda u: (u.device_text, u.device_intent),
-        "alloffload": lambda u: (u.cloud_text, u.cloud_intent),
+def shipped_thresholds(model_dir: Path) -> dict[str, float]:
+    """The offramp thresholds a model directory ships (offramp.json), keyed `ppl`/`lstm`."""
+    config = model_dir / "offramp.json"
+    return json.loads(config.read_text()).get("thresholds") or {} if config.is_file() else {}
+
+
+def _device_answer(u: Utterance) -> tuple[str, str]:
+    return u.device_text, u.device_intent
+
+
+def _cloud_answer(u: Utterance) -> tuple[str, str]:
+    return u.cloud_text, u.cloud_intent
+
+
+def write_system_predictions(
+    out_dir: Path, utterances: list[Utterance], model_dir: Path | None = None
+) -> list[str]:
+    """SLURP-format predictions of the fixed systems, for the official scorer; with `model_dir`,
+    also of its offramps at their shipped thresholds (an offloaded recording gets the cloud's
+    answer)."""
+    from offramp.policy import BILSTM_FILE
+
+    chosen = {
+        "ours-ondevice": [_device_answer(u) for u in utterances],
+        "alloffload": [_cloud_answer(u) for u in utterances],
     }
     if all(u.espnet_text is not None for u in utterances):
-        systems["ondevice-espnet"] = lambda u: (u.espnet_text, u.espnet_intent)
+        chosen["ondevice-espnet"] = [(u.espnet_text, u.espnet_intent) for u in utterances]
+    if model_dir is not None:
+        bilstm_path = model_dir / BILSTM_FILE
+        scorers = {"ppl": perplexity}
+        if bilstm_path.is_file():
+            scorers["lstm"] = BiLstmScorer.load(bilstm_path)
+        for name, threshold in shipped_thresholds(model_dir).items():
+            if name in scorers:
+                offloaded = _scores(utterances, scorers[name], False) > threshold
+                chosen[f"ours-{name}-shipped"] = [
+                    _cloud_answer(u) if o else _device_answer(u)
+                    for u, o in zip(utterances, offloaded, strict=True)
+                ]
     written = []
-    for name, pick in systems.items():
+    for name, answers in chosen.items():
         path = out_dir / f"predictions-{name}.jsonl"
-        write_predictions(path, (Prediction(u.id, *pick(u)) for u in utterances))
+        write_predictions(
+            path,
+            (Prediction(u.id, *answer) for u, answer in zip(utterances, answers, strict=True)),
+        )
         written.append(str(path))
     return written
 
@@ -800,11 +835,6 @@ def run(
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_cpu_name()}",
         "date": datetime.date.today().isoformat(),
     }
-    offramp_config = model_dir / "offramp.json"
-    thresholds = (
-        json.loads(offramp_config.read_text()).get("thresholds")
-        if offramp_config.is_file()
-        else None
-    )
+    thresholds = shipped_thresholds(model_dir)
     report = build_report(utterances, LINKS[link], bilstm, meta, thresholds, pilot_variants)
     return report, utterances

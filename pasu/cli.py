@@ -322,7 +322,7 @@ def cmd_eval_slurp(args: argparse.Namespace) -> int:
     if args.plots:
         report["plots"] = write_plots(report, Path(args.plots))
     if json_path:
-        report["predictions"] = write_system_predictions(json_path.parent, utterances)
+        report["predictions"] = write_system_predictions(json_path.parent, utterances, model)
     print(save_report(report, format_report(report), json_path))
     return 0
 

@@ -10,6 +10,7 @@ import soundfile as sf
 
 from eval.slurp_eval import LINKS, format_report, run, write_plots, write_system_predictions
 from models.intent import train_intent_classifier
+from offramp.scores import perplexity
 from tests.conftest import WORDS, slurp_record, tiny_model_config
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -121,7 +122,6 @@ def test_links_have_sources():
 
 def test_the_shipped_threshold_offloads_what_scores_above_it(setup):
     from eval.slurp_eval import evaluate
-    from offramp.scores import perplexity
 
     _, utterances = evaluate_small(setup)
     scores = np.array([perplexity(u.pilot or u.full) for u in utterances])
@@ -131,6 +131,19 @@ def test_the_shipped_threshold_offloads_what_scores_above_it(setup):
     assert point.threshold == threshold
     assert point.offload_ratio == pytest.approx(np.mean(scores > threshold))
     assert 0.0 < point.offload_ratio < 1.0
+
+
+def test_predictions_at_the_shipped_threshold_take_the_cloud_answer_when_offloaded(setup, tmp_path):
+    _, utterances = evaluate_small(setup)
+    scores = np.array([perplexity(u.pilot or u.full) for u in utterances])
+    threshold = float(np.median(scores))
+    (tmp_path / "offramp.json").write_text(json.dumps({"thresholds": {"ppl": threshold}}))
+    written = write_system_predictions(tmp_path, utterances, tmp_path)
+    shipped = next(p for p in written if p.endswith("predictions-ours-ppl-shipped.jsonl"))
+    rows = [json.loads(line) for line in Path(shipped).read_text().splitlines()]
+    assert len(rows) == len(utterances)
+    for row, u, score in zip(rows, utterances, scores, strict=True):
+        assert row["text"] == (u.cloud_text if score > threshold else u.device_text)
 
 
 def test_device_runs_are_keyed_by_the_decoding_files_not_the_offramp(tmp_path):
