@@ -826,7 +826,8 @@ def run(
         "limit": limit,
         "data_dir": str(data_dir),
         "model_dir": str(model_dir),
-        "model_config": json.loads((model_dir / "config.json").read_text()).get("model_name"),
+        "model_version": {"name": model_dir.resolve().name}
+        | json.loads((model_dir / "config.json").read_text()).get("training", {}),
         "checkpoint": str(checkpoint) if checkpoint else None,
         "cloud_model": cloud_model,
         "cloud_intent": cloud_intent,
