@@ -234,3 +234,13 @@ def test_paper_targets_say_met_only_when_the_numbers_meet_them():
     assert near["Ours-PPL"]["offload_ratio"] <= 0.25 and near["met"] == {"Ours-PPL": True}
     local = checks["ondevice_latency"]
     assert local["latency_ratio"] == pytest.approx(40 / 200) and local["met"]
+
+
+def test_timing_check_pairs_the_same_recordings():
+    from eval.timing_check import _compare
+
+    whole = [{"id": "a", "t": "x", "ms": 30.0}, {"id": "b", "t": "y", "ms": 50.0}]
+    quiet = [{"id": "b", "t": "y", "ms": 25.0}]
+    row = _compare("s", whole, quiet, "t", lambda r: r["ms"])
+    assert row["recordings"] == 1 and row["whole_over_quiet"] == pytest.approx(2.0)
+    assert row["same_text"] == 1.0
