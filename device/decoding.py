@@ -305,8 +305,6 @@ class BeamSearch:
             return None
         # the longest history a step can send has max_length tokens, sos included
         tokens = (self.eos, *reference.tokens[: max_length - 1])
-        if self.max_positions is not None:
-            tokens = tokens[: self.max_positions]
         return Draft(tokens, self.decoder_draft(np.array(tokens, np.int64), memory))
 
     def _decoder_rows(

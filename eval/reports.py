@@ -3,6 +3,8 @@ date that produced them."""
 
 import datetime
 import json
+import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -19,6 +21,19 @@ def pct(value: float | None) -> str:
 def command_line() -> str:
     """How this process was started, as a user would type it."""
     return "pasu " + shlex.join(sys.argv[1:])
+
+
+def machine() -> str:
+    """The machine a result was measured on: architecture, cores and CPU model."""
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} cores, {cpu}"
 
 
 def software_versions() -> dict[str, str | None]:

@@ -13,7 +13,6 @@ waveform over the link + the link's round trip + the cloud's measured compute.
 """
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,7 +22,9 @@ from device.engine import EngineConfig
 from eval.metrics import intent_accuracy
 from eval.predictions import Prediction, write_predictions
 from eval.reports import pct
+from offramp.calibrate import offload_curve
 from offramp.features import OfframpFeatures
+from offramp.policy import load_config
 from offramp.scores import BiLstmScorer, perplexity
 from pasu.errors import ConfigError
 
@@ -356,13 +357,13 @@ def naive_share(device_wer: float, cloud_wer: float, target: float) -> float | N
 def least_share(utterances: list[Utterance], scores: np.ndarray, target: float) -> float | None:
     """The smallest share of recordings that, offloaded most doubtful first, brings the overall
     WER to `target` (exact, at one-recording steps rather than the sweep's 5 % steps)."""
-    order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
-    device = np.array([u.device_errors for u in utterances], np.int64)[order]
-    cloud = np.array([u.cloud_errors for u in utterances], np.int64)[order]
-    words = max(sum(u.words for u in utterances), 1)
-    errors = device.sum() - np.concatenate([[0], np.cumsum(device - cloud)])
-    reaching = np.flatnonzero(errors / words <= target + 1e-12)
-    return float(reaching[0] / len(utterances)) if reaching.size else None
+    curve = offload_curve(
+        scores,
+        np.array([u.device_errors for u in utterances]),
+        np.array([u.cloud_errors for u in utterances]),
+        np.array([u.words for u in utterances]),
+    )
+    return next((p.offload_ratio for p in curve if p.wer <= target + 1e-12), None)
 
 
 def paper_targets(
@@ -440,8 +441,7 @@ def target_counts(utterances: list[Utterance]) -> dict:
 
 def shipped_thresholds(model_dir: Path) -> dict[str, float]:
     """The offramp thresholds a model directory ships (offramp.json), keyed `ppl`/`lstm`."""
-    config = model_dir / "offramp.json"
-    return json.loads(config.read_text()).get("thresholds") or {} if config.is_file() else {}
+    return load_config(model_dir).get("thresholds") or {}
 
 
 def _device_answer(u: Utterance) -> tuple[str, str]:
@@ -750,16 +750,6 @@ def write_plots(report: dict, out_dir: Path) -> list[str]:
     ]
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
 def run(
     model_dir: Path,
     data_dir: Path,
@@ -775,12 +765,11 @@ def run(
     also runs without pilots and at each of `pilot_intervals` (beside the default 0.5 s), for
     the Table-5 rows."""
     import datetime
-    import platform
 
     from cloud.understanding import load_intent_model
     from device.api import Understander
     from eval.corpus_runs import baseline_runs, cloud_runs, device_runs, fingerprint
-    from eval.reports import software_versions
+    from eval.reports import machine, software_versions
     from offramp.policy import BILSTM_FILE
 
     if link not in LINKS:
@@ -812,9 +801,10 @@ def run(
     }
     pilot_variants = {}
     for name, config in settings.items():
-        rows = (
-            device if config == default else device_runs(model_dir, data_dir, split, limit, config)
-        )
+        if config == default:
+            pilot_variants[name] = utterances
+            continue
+        rows = device_runs(model_dir, data_dir, split, limit, config)
         texts = [r["device_text"] for r in rows]
         pilot_variants[name] = merge_runs(
             rows, cloud, intents(device_classifier, texts), cloud_intents
@@ -833,7 +823,7 @@ def run(
         "cloud_intent": cloud_intent,
         "model_fingerprint": fingerprint(model_dir),
         "versions": software_versions(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_cpu_name()}",
+        "machine": machine(),
         "date": datetime.date.today().isoformat(),
     }
     thresholds = shipped_thresholds(model_dir)

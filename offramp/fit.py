@@ -9,7 +9,7 @@ import numpy as np
 
 from offramp.calibrate import threshold_for_offload_ratio, threshold_for_target_wer
 from offramp.features import OfframpFeatures
-from offramp.policy import BILSTM_FILE, CONFIG_FILE
+from offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
 from offramp.scores import BiLstmScorer, perplexity
 from pasu.errors import ConfigError
 
@@ -37,11 +37,6 @@ def scores(rows: list[dict], score) -> np.ndarray:
     return np.array(values)
 
 
-def _config(model_dir: Path) -> dict:
-    path = model_dir / CONFIG_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 def _write_config(model_dir: Path, config: dict) -> None:
     (model_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
 
@@ -56,7 +51,7 @@ def train_offramp(model_dir: Path, rows: list[dict], seed: int = 0) -> dict:
     labels = np.array([device_wrong(r) for r in usable])
     scorer, metrics = train_bilstm(features, labels, seed=seed)
     scorer.save(model_dir / BILSTM_FILE)
-    config = _config(model_dir)
+    config = load_config(model_dir)
     config["bilstm"] = metrics
     _write_config(model_dir, config)
     return metrics
@@ -106,7 +101,7 @@ def calibrate(
             mixed = np.where(offloaded, cloud_errors, device_errors)
             entry["overall_wer"] = float(mixed.sum() / words.sum())
         thresholds[name], outcome[name] = float(threshold), entry
-    config = _config(model_dir)
+    config = load_config(model_dir)
     config.update(
         default_policy=default_policy,
         target={"offload_ratio": target_offload, "wer": target_wer},

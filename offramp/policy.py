@@ -77,10 +77,16 @@ class NaiveHybrid:
         return Decision(draw < self.alpha, draw, f"random draw {draw:.3f} vs α={self.alpha:g}")
 
 
+def load_config(model_dir: Path) -> dict:
+    """A model directory's offramp.json (default policy, thresholds); empty when it has none."""
+    path = Path(model_dir) / CONFIG_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def load_policy(model_dir: Path, name: str | None = None) -> Policy:
     """The policy `name` (default: the one the model directory's offramp.json names)."""
     config_path = Path(model_dir) / CONFIG_FILE
-    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    config = load_config(model_dir)
     name = name or config.get("default_policy", "never")
     if name not in POLICIES:
         raise ConfigError(f"unknown offload policy {name!r}; expected one of {POLICIES}")
