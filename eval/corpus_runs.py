@@ -87,6 +87,7 @@ def _base_row(recording: Recording) -> dict:
     return {
         "id": recording.id,
         "condition": recording.condition,
+        "voice": recording.voice,
         "reference": recording.text,
         "gold_intent": recording.intent,
     }
@@ -179,8 +180,10 @@ def baseline_runs(
     checkpoint: Path, model_dir: Path, data_dir: Path, split: str, limit: int | None = None
 ) -> list[dict]:
     """ESPnet's BatchBeamSearch on the torch weights (the OnDevice baseline): features while
-    speaking, the whole encoder and the beam search after the end of speech."""
-    key = fingerprint(checkpoint.read_bytes()[: 1 << 20], model_dir, split, limit)
+    speaking, the whole encoder and the beam search after the end of speech. `checkpoint` is a
+    torch weights file or a model directory (the model rebuilt from its graphs)."""
+    weights = checkpoint if checkpoint.is_dir() else checkpoint.read_bytes()[: 1 << 20]
+    key = fingerprint(weights, model_dir, split, limit)
     path = cache_dir() / "runs-cache" / f"espnet-{split}-{key}.jsonl"
     decoder = None
 

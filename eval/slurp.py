@@ -45,6 +45,8 @@ class Recording:
     audio_path: Path
     sentence: Sentence
     close_talk: bool
+    # The speaker: a TTS voice slug in SLURP-TTS (None where the corpus does not say).
+    voice: str | None = None
 
     @property
     def text(self) -> str:
@@ -152,6 +154,7 @@ def iter_recordings(
             audio_path=audio_root / entry["file"],
             sentence=sentence,
             close_talk=is_close_talk(entry["file"]),
+            voice=entry.get("voice"),
         )
         for sentence in sentences
         for entry in sentence.recordings

@@ -93,6 +93,7 @@ class Utterance:
     espnet_text: str | None = None
     espnet_intent: str | None = None
     espnet_ms: float | None = None
+    voice: str | None = None
 
 
 def merge_runs(
@@ -139,6 +140,7 @@ def merge_runs(
                 espnet_text=espnet["espnet_text"] if espnet else None,
                 espnet_intent=espnet_intent,
                 espnet_ms=espnet["latency_ms"] if espnet else None,
+                voice=row.get("voice"),
             )
         )
     return merged
@@ -503,6 +505,18 @@ def _condition_wers(utterances: list[Utterance], errors_of) -> dict[str, float |
     }
 
 
+def wers_by_voice(utterances: list[Utterance], errors_of) -> dict[str, float]:
+    """WER per (voice, condition): which speakers the device model fails on."""
+    errors: dict[str, list[int]] = {}
+    for u in utterances:
+        if u.voice is None:
+            continue
+        counts = errors.setdefault(f"{u.voice}/{u.condition}", [0, 0])
+        counts[0] += errors_of(u)
+        counts[1] += u.words
+    return {key: e / max(words, 1) for key, (e, words) in sorted(errors.items())}
+
+
 def build_report(
     utterances: list[Utterance],
     link: Link,
@@ -519,6 +533,15 @@ def build_report(
     }
     if utterances and utterances[0].espnet_errors is not None:
         by_condition["OnDevice (ESPnet)"] = _condition_wers(utterances, lambda u: u.espnet_errors)
+    by_voice = {
+        name: wers_by_voice(utterances, errors_of)
+        for name, errors_of in (
+            ("OnDevice (ESPnet)", lambda u: u.espnet_errors),
+            ("Ours-OnDevice", lambda u: u.device_errors),
+            ("AllOffload", lambda u: u.cloud_errors),
+        )
+        if name in by_condition
+    }
     targets = wer_targets(result)
     table6 = []
     for target in targets:
@@ -540,6 +563,7 @@ def build_report(
         "link": link.__dict__ | {"uplink_mbps": str(link.uplink_mbps)},
         "fixed": [p.__dict__ for p in result["fixed"]],
         "by_condition": by_condition,
+        "by_voice": by_voice,
         "sweeps": {k: [p.__dict__ for p in v] for k, v in result["sweeps"].items()},
         "table6": table6,
         "table5": {"policy": policy, "rows": table5},
@@ -586,6 +610,7 @@ def format_report(report: dict) -> str:
                 f"{point['latency_p90_ms']:.0f}"
             )
         lines.append(f"| {pct(row['target_wer'])} | " + " | ".join(cells) + " |")
+    lines += _format_by_voice(report.get("by_voice"))
     lines += _format_table5(report.get("table5"))
     lines += _format_paper_targets(report.get("paper_targets"))
     counts = report["target_counts"]
@@ -595,6 +620,22 @@ def format_report(report: dict) -> str:
         f"non-targets: {counts['non_targets']}.",
     ]
     return "\n".join(lines)
+
+
+def _format_by_voice(by_voice: dict | None) -> list[str]:
+    if not by_voice or not any(by_voice.values()):
+        return []
+    systems = list(by_voice)
+    lines = [
+        "",
+        "WER by voice and condition (every voice is held out from training)",
+        "",
+        "| voice | " + " | ".join(systems) + " |",
+        "| --- |" + " --- |" * len(systems),
+    ]
+    for key in by_voice[systems[0]]:
+        lines.append(f"| {key} | " + " | ".join(pct(by_voice[s].get(key)) for s in systems) + " |")
+    return lines
 
 
 def _yes(met: bool) -> str:

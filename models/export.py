@@ -267,6 +267,12 @@ def write_model_dir(
 
 
 def load_checkpoint_model(checkpoint: Path) -> LateContextModel:
+    """The torch model of a training checkpoint, a float16 state file or a shipped model
+    directory (rebuilt from its graphs, `models.onnx_import`)."""
+    from models.onnx_import import is_model_dir, model_from_model_dir
+
+    if is_model_dir(checkpoint):
+        return model_from_model_dir(checkpoint)
     saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
     model = LateContextModel(ModelConfig(**saved["model_config"]))
     model.load_state_dict(saved["model"])

@@ -145,8 +145,9 @@ def pack_run(
     progress: bool = True,
 ) -> list[Path]:
     """Pack a random sample of a run's train features (as many as `packs` files hold) and its
-    validation sample, with the run's tokenizer and CMVN. `skip` leaves out the first utterances
-    of the (seeded) order, so that later packs hold other utterances than earlier ones."""
+    validation sample, with the run's tokenizer and CMVN (also saved beside the packs). `skip`
+    leaves out the first utterances of the (seeded) order, so that later packs hold other
+    utterances than earlier ones."""
     from models.features import iter_cached
 
     tokenizer = Tokenizer(run_dir / "tokenizer.model")
@@ -155,6 +156,8 @@ def pack_run(
     order = np.random.default_rng(seed).permutation(total)
     # Enough candidates for the packs (~6,000 utterances each), not the whole corpus in memory.
     keep = order[skip : min(total, skip + packs * 8000)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmvn.save(out_dir / "cmvn.npz")  # the GPU trainer's voice perturbation needs it
     written = write_packs(
         shuffled(iter_cached(train_cache), keep),
         tokenizer,

@@ -25,7 +25,9 @@ from device.frontend import GlobalCmvn
 from eval.metrics import wer
 from eval.slurp import load_recordings, load_sentences, unique_sentences
 from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
+from models.augment import build_voice_perturbation
 from models.features import build_feature_cache, compute_cmvn, iter_cached, split_cache_dir
+from models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
 from models.tokenizer import BLANK_ID, Tokenizer, train_tokenizer
 from models.weights import load_weights
 from pasu.errors import DataError
@@ -70,6 +72,9 @@ class TrainConfig:
     overrides: dict = field(default_factory=dict)
     # Weights to start from (GPU shards or a checkpoint); optimizer and schedule start fresh.
     init_from: str | None = None
+    # Voice perturbation (`models.augment`): VTLP factor range ±vtlp_warp, tilt ±tilt_db per term.
+    vtlp_warp: float = 0.0
+    tilt_db: float = 0.0
 
 
 @dataclass
@@ -240,6 +245,7 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
     model_config = ModelConfig(
         vocab_size=tokenizer.vocab_size, **{**MODEL_SIZES[config.model_size], **config.overrides}
     )
+    _check_same_augmentation(config, run_dir)
     (run_dir / "train_config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     (run_dir / "model_config.json").write_text(json.dumps(model_config.to_dict(), indent=2) + "\n")
 
@@ -249,6 +255,9 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
         model, config.peak_lr, config.weight_decay, config.warmup_steps
     )
     specaug = build_specaug()
+    perturb = build_voice_perturbation(
+        cmvn.mean, 1.0 / cmvn.inv_std, config.vtlp_warp, config.tilt_db
+    )
     state = {
         "epoch": 0,
         "batch_in_epoch": 0,
@@ -276,6 +285,13 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
 
     train_set = load_utterances(splits["train"], tokenizer)
     devel_set = load_utterances(splits["devel"], tokenizer)
+    if not checkpoint_path.is_file() and config.init_from and is_model_dir(config.init_from):
+        calibration = epoch_batches(
+            [len(u.features) for u in train_set], config.max_frames_per_batch, config.seed, 0
+        )[:CALIBRATION_BATCHES]
+        collated = [collate([train_set[i] for i in batch], cmvn)[:2] for batch in calibration]
+        count = calibrate_batchnorms(model, collated)
+        _log(run_dir, f"calibrated {count} rebuilt BatchNorms on {len(collated)} batches")
     devel_refs = [tokenizer.decode(u.tokens.tolist()) for u in devel_set]
     lengths = [len(u.features) for u in train_set]
     _log(
@@ -320,6 +336,8 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
             features, feature_lengths, tokens, token_lengths = collate(
                 [train_set[i] for i in batch_indices], cmvn
             )
+            if perturb is not None:
+                features, feature_lengths = perturb(features, feature_lengths)
             features, feature_lengths = specaug(features, feature_lengths)
             out = model(features, feature_lengths, tokens, token_lengths)
             optimizer.zero_grad()
@@ -369,6 +387,21 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
         last_checkpoint = time.monotonic()
     checkpoint()
     return state
+
+
+def _check_same_augmentation(config: TrainConfig, run_dir: Path) -> None:
+    """A resumed run keeps its voice perturbation: other settings would change the recipe (and
+    the random stream) halfway without a trace."""
+    saved_path = run_dir / "train_config.json"
+    if not (run_dir / "checkpoint.pt").is_file() or not saved_path.is_file():
+        return
+    saved = json.loads(saved_path.read_text())
+    for name in ("vtlp_warp", "tilt_db"):
+        if float(saved.get(name, 0.0)) != float(getattr(config, name)):
+            raise DataError(
+                f"{run_dir} was trained with {name}={saved.get(name, 0.0)}, not "
+                f"{getattr(config, name)}: resume it with the same --vtlp/--tilt-db"
+            )
 
 
 def _step_limit_reached(config: TrainConfig, state: dict) -> bool:

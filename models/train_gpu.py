@@ -18,8 +18,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from device.frontend import GlobalCmvn
 from eval.metrics import wer
 from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
+from models.augment import VoicePerturbation, build_voice_perturbation
+from models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
 from models.packed import PackedUtterance, read_pack
 from models.tokenizer import Tokenizer
 from models.train import (
@@ -29,7 +32,7 @@ from models.train import (
     epoch_batches,
     greedy_ctc_texts,
 )
-from models.weights import load_shards, save_shards
+from models.weights import load_weights, save_shards
 
 
 class GpuCorpus:
@@ -114,9 +117,17 @@ def train(args: argparse.Namespace) -> dict:
     model = LateContextModel(config).to(device)
     optimizer, scheduler = build_optimizer(model, args.lr, 1e-6, args.warmup)
     specaug = build_specaug()
+    perturb = _voice_perturbation(args, device)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    state = {"epoch": 0, "batch_in_epoch": 0, "step": 0, "seconds": 0.0, "history": []}
+    state = {
+        "epoch": 0,
+        "batch_in_epoch": 0,
+        "step": 0,
+        "seconds": 0.0,
+        "history": [],
+        "augmentation": _augmentation(args),
+    }
     checkpoint = work / "checkpoint.pt"
     if checkpoint.is_file():
         saved = torch.load(checkpoint, weights_only=False)
@@ -124,8 +135,17 @@ def train(args: argparse.Namespace) -> dict:
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         state = saved["state"]
+        if state.get("augmentation", _augmentation(args)) != _augmentation(args):
+            raise SystemExit(
+                f"{checkpoint} was trained with {state['augmentation']}, not "
+                f"{_augmentation(args)}: resume with the same --vtlp/--tilt-db"
+            )
     elif args.init:
-        model.load_state_dict(load_shards(Path(args.init)))
+        model.load_state_dict(load_weights(Path(args.init)))
+        if is_model_dir(args.init):
+            first = epoch_batches(corpus.lengths, args.max_frames, args.seed, 0)
+            batches = [corpus.batch(indices)[:2] for indices in first[:CALIBRATION_BATCHES]]
+            print(f"calibrated {calibrate_batchnorms(model, batches)} BatchNorms", flush=True)
     print(
         f"{args.name}: {len(corpus)} train / {len(valid)} valid utterances, "
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters, "
@@ -148,6 +168,8 @@ def train(args: argparse.Namespace) -> dict:
         batches = epoch_batches(corpus.lengths, args.max_frames, args.seed, state["epoch"])
         for indices in batches[state["batch_in_epoch"] :]:
             features, lengths, tokens, token_lengths = corpus.batch(indices)
+            if perturb is not None:
+                features, lengths = perturb(features, lengths)
             features, lengths = specaug(features, lengths)
             out = model(features, lengths, tokens, token_lengths)
             optimizer.zero_grad(set_to_none=True)
@@ -195,6 +217,26 @@ def train(args: argparse.Namespace) -> dict:
     return state
 
 
+def _augmentation(args: argparse.Namespace) -> dict:
+    return {"vtlp": args.vtlp, "tilt_db": args.tilt_db}
+
+
+def _voice_perturbation(args: argparse.Namespace, device: torch.device) -> VoicePerturbation | None:
+    """VTLP and tilt act on un-normalised energies, so they need the CMVN the packs used
+    (`pasu pack` saves it beside the packs)."""
+    if args.vtlp <= 0 and args.tilt_db <= 0:
+        return None
+    cmvn_path = Path(args.cmvn) if args.cmvn else Path(args.packs) / "cmvn.npz"
+    if not cmvn_path.is_file():
+        raise SystemExit(
+            f"--vtlp/--tilt-db need the CMVN the packs used: {cmvn_path} not found (--cmvn)"
+        )
+    cmvn = GlobalCmvn.load(cmvn_path)
+    return build_voice_perturbation(cmvn.mean, 1.0 / cmvn.inv_std, args.vtlp, args.tilt_db).to(
+        device
+    )
+
+
 def _pack_names(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.glob("train-*.npz.xz"))
 
@@ -217,7 +259,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tokenizer", required=True)
     parser.add_argument("--work", required=True, help="local folder for the exact checkpoint")
     parser.add_argument("--out", required=True, help="folder for the weight shards to bring back")
-    parser.add_argument("--init", help="folder of weight shards to start from")
+    parser.add_argument(
+        "--init", help="weights to start from: a folder of weight shards, or a model directory"
+    )
     parser.add_argument("--size", default="base", choices=sorted(MODEL_SIZES))
     parser.add_argument("--overrides", default="{}", help="ModelConfig fields as JSON")
     parser.add_argument("--minutes", type=float, default=8.0)
@@ -226,6 +270,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-frames", type=int, default=24_000)
     parser.add_argument("--report-seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vtlp", type=float, default=0.0, help="VTLP factor range ±this")
+    parser.add_argument("--tilt-db", type=float, default=0.0, help="spectral tilt per term, ±dB")
+    parser.add_argument(
+        "--cmvn", help="the packs' cmvn.npz for --vtlp/--tilt-db (default: PACKS/cmvn.npz)"
+    )
     train(parser.parse_args(argv))
 
 

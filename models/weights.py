@@ -41,8 +41,14 @@ def load_shards(directory: Path) -> dict[str, torch.Tensor]:
 
 
 def load_weights(source: Path) -> dict[str, torch.Tensor]:
-    """Weights from a folder of shards, or from a `pasu train` checkpoint / best.pt file."""
+    """Weights from a folder of shards, a `pasu train` checkpoint / best.pt file, or a shipped
+    model directory (rebuilt from its graphs: calibrate its BatchNorms before training, see
+    `models.onnx_import.calibrate_batchnorms`)."""
+    from models.onnx_import import is_model_dir, model_from_model_dir
+
     source = Path(source)
+    if is_model_dir(source):
+        return model_from_model_dir(source).state_dict()
     if source.is_dir():
         return load_shards(source)
     return torch.load(source, weights_only=False)["model"]

@@ -105,6 +105,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         peak_lr=args.lr,
         warmup_steps=args.warmup_steps,
         init_from=args.init_from,
+        vtlp_warp=args.vtlp,
+        tilt_db=args.tilt_db,
     )
     run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
     if args.init_from:
@@ -492,6 +494,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--init-from",
         help="start from these weights (a folder of GPU weight shards with the tokenizer and "
         "CMVN they were trained with, or a checkpoint file); used only when the run is new",
+    )
+    train.add_argument(
+        "--vtlp", type=float, default=0.0, help="voice perturbation: VTLP factor range ±this"
+    )
+    train.add_argument(
+        "--tilt-db", type=float, default=0.0, help="voice perturbation: spectral tilt, ±dB a term"
     )
     train.add_argument("--quiet", action="store_true")
     train.set_defaults(handler=cmd_train)

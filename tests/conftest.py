@@ -80,7 +80,9 @@ def make_tiny_corpus(root: Path) -> Path:
             name = f"{split}-{i}-headset.flac"
             t = np.arange(int(16000 * rng.uniform(0.8, 1.5))) / 16000
             sf.write(audio / name, 0.2 * np.sin(2 * np.pi * (200 + 100 * (i % 4)) * t), 16000)
-            lines.append(json.dumps(slurp_record(i, WORDS[i % 4], "iot", "x", [name])) + "\n")
+            record = slurp_record(i, WORDS[i % 4], "iot", "x", [name])
+            record["recordings"][0]["voice"] = f"tone-{i % 2}"
+            lines.append(json.dumps(record) + "\n")
         (root / f"{split}.jsonl").write_text("".join(lines))
     return root
 

@@ -1,6 +1,7 @@
 """Packed data and the time-boxed GPU trainer (run here on the CPU with a tiny model)."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from models.packed import QUANTISATION_STEP, read_pack, write_packs  # noqa: E402
-from models.train import TrainConfig, prepare_run, train  # noqa: E402
+from models.train import MODEL_SIZES, TrainConfig, prepare_run, train  # noqa: E402
 from models.train_gpu import main as train_gpu  # noqa: E402
 from models.weights import load_shards, load_weights, save_shards  # noqa: E402
 
@@ -66,7 +67,16 @@ def test_weight_shards_round_trip_at_half_precision(tmp_path):
     assert torch.allclose(loaded["a"], state["a"], atol=2e-3)
 
 
-def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_path):
+def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_path, monkeypatch):
+    from models.augment import VoicePerturbation
+
+    perturbed = []
+    forward = VoicePerturbation.forward
+    monkeypatch.setattr(
+        VoicePerturbation,
+        "forward",
+        lambda self, *batch: perturbed.append(len(batch[0])) or forward(self, *batch),
+    )
     _pack(tiny_corpus, tmp_path)
     run = tmp_path / "run"
     common = [
@@ -77,10 +87,28 @@ def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_pa
     train_gpu(common)
     first = json.loads((tmp_path / "out" / "history.json").read_text())
     assert first["model_config"]["d_model"] == 64
+    assert not perturbed  # off unless asked for
     train_gpu(common)  # a second call on a warm machine carries on from the checkpoint
     second = json.loads((tmp_path / "out" / "history.json").read_text())
     assert first["final"]["step"] >= 1
     assert second["final"]["step"] > first["final"]["step"]
+    with pytest.raises(SystemExit, match="same --vtlp"):
+        # not halfway through a run trained without it
+        train_gpu([*common, "--vtlp", "0.1", "--cmvn", str(run / "cmvn.npz")])
+
+    # a run with voice perturbation, from the shipped weights; it records its settings
+    augmented = [
+        "--packs", str(tmp_path / "packs"), "--tokenizer", str(run / "tokenizer.model"),
+        "--work", str(tmp_path / "work-vtlp"), "--out", str(tmp_path / "out-vtlp"),
+        "--size", "tiny", "--minutes", "0.02", "--max-frames", "600", "--warmup", "5",
+        "--init", str(tmp_path / "out"), "--vtlp", "0.1", "--tilt-db", "2",
+    ]  # fmt: skip
+    with pytest.raises(SystemExit, match="cmvn"):
+        train_gpu(augmented)  # the packs were written without their CMVN beside them
+    train_gpu([*augmented, "--cmvn", str(run / "cmvn.npz")])
+    assert perturbed
+    history = json.loads((tmp_path / "out-vtlp" / "history.json").read_text())
+    assert history["augmentation"] == {"vtlp": 0.1, "tilt_db": 2.0}
 
     shipped = load_weights(tmp_path / "out")
     config = TrainConfig(
@@ -91,7 +119,10 @@ def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_pa
         max_steps=1,
         threads=1,
         init_from=str(tmp_path / "out"),
+        vtlp_warp=0.1,
+        tilt_db=2.0,
     )
+    perturbed.clear()
     fine_tune = tmp_path / "fine-tune"
     fine_tune.mkdir()
     for name in ("tokenizer.model", "cmvn.npz"):
@@ -102,6 +133,11 @@ def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_pa
         progress=False,
     )
     assert "initialised from" in (fine_tune / "train.log").read_text()
+    assert perturbed  # the CPU trainer applies it too
+    from pasu.errors import DataError
+
+    with pytest.raises(DataError, match="vtlp_warp"):
+        train(replace(config, vtlp_warp=0.0, max_steps=2), fine_tune, progress=False)
     tuned = torch.load(fine_tune / "checkpoint.pt", weights_only=False)["model"]
     name = "ctc.ctc_lo.weight"
     assert not torch.equal(tuned[name], shipped[name])  # one step moved it ...
@@ -134,3 +170,57 @@ def test_a_gathered_batch_equals_the_padded_utterances():
         assert not features[row, n:].any()
         assert tokens[row, :m].tolist() == utterances[i].tokens.tolist()
         assert (tokens[row, m:] == IGNORE_ID).all()
+
+
+def test_pack_run_saves_the_cmvn_beside_the_packs(tiny_corpus, tmp_path):
+    from device.frontend import GlobalCmvn
+    from models.packed import pack_run
+
+    _, _, cmvn, splits = _prepared(tiny_corpus, tmp_path / "run")
+    out = tmp_path / "packs"
+    written = pack_run(
+        tmp_path / "run", splits["train"], splits["devel"], out, packs=1, progress=False
+    )
+    assert any("train" in p.name for p in written) and any("devel" in p.name for p in written)
+    saved = GlobalCmvn.load(out / "cmvn.npz")
+    np.testing.assert_allclose(saved.mean, cmvn.mean)
+    np.testing.assert_allclose(saved.inv_std, cmvn.inv_std, rtol=1e-6)
+
+
+def test_both_trainers_start_from_a_shipped_model_directory(tiny_corpus, tmp_path, capsys):
+    """A fresh machine has no training checkpoint, only the shipped graphs: training carries on
+    from the model rebuilt from them, its folded BatchNorms calibrated on training batches."""
+    from models.asr_model import LateContextModel, ModelConfig
+    from models.export import write_model_dir
+
+    config, tokenizer, cmvn, _, _ = _pack(tiny_corpus, tmp_path)
+    run = tmp_path / "run"
+    model_config = ModelConfig(vocab_size=tokenizer.vocab_size, **MODEL_SIZES["tiny"])
+    torch.manual_seed(1)
+    write_model_dir(LateContextModel(model_config), run / "tokenizer.model", run / "cmvn.npz",
+                    tmp_path / "shipped")  # fmt: skip
+    shipped = load_weights(tmp_path / "shipped")
+
+    train_gpu([
+        "--packs", str(tmp_path / "packs"), "--tokenizer", str(run / "tokenizer.model"),
+        "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--size", "tiny",
+        "--minutes", "0.02", "--max-frames", "600", "--warmup", "5",
+        "--init", str(tmp_path / "shipped"),
+    ])  # fmt: skip
+    assert "calibrated 3 BatchNorms" in capsys.readouterr().out
+
+    fine_tune = tmp_path / "fine-tune"
+    fine_tune.mkdir()
+    for name in ("tokenizer.model", "cmvn.npz"):
+        (fine_tune / name).write_bytes((run / name).read_bytes())
+    train(
+        replace(config, max_steps=1, threads=1, init_from=str(tmp_path / "shipped")),
+        fine_tune,
+        progress=False,
+    )
+    log = (fine_tune / "train.log").read_text()
+    assert "initialised from" in log and "calibrated 3 rebuilt BatchNorms" in log
+    tuned = torch.load(fine_tune / "checkpoint.pt", weights_only=False)["model"]
+    name = "ctc.ctc_lo.weight"
+    assert torch.allclose(tuned[name], shipped[name], atol=0.05)
+    assert not torch.equal(tuned[name], shipped[name])

@@ -77,3 +77,28 @@ def test_device_benchmark_compares_systems_side_by_side(trained):
     assert rows["espnet"]["wer"] == rows["ours-no-pilot"]["wer"]  # same weights, same search
     assert all(s["peak_rss_mb"] > 0 and s["latency_ms"]["p50"] > 0 for s in rows.values())
     assert "p50 vs ESPnet" in device_table(report)
+
+
+def test_voice_sensitivity_compares_checkpoints_by_voice_and_warp(trained):
+    from eval.voice_sensitivity import format_report
+    from eval.voice_sensitivity import run as voice_sensitivity
+
+    corpus, run_dir, model_dir = trained
+    report = voice_sensitivity(
+        {"best": run_dir / "best.pt", "same": run_dir / "best.pt"},
+        model_dir,
+        corpus,
+        ["devel"],
+        per_group=2,
+        warps=[0.9, 1.0],
+        sweep_split="devel",
+    )
+    by_voice = report["by_voice"]["devel"]
+    assert set(by_voice["best"]) == {"tone-0/close", "tone-1/close", "all/close"}
+    assert by_voice["best"] == by_voice["same"]  # the same weights decode the same
+    assert all(value >= 0 for value in by_voice["best"].values())
+    # the unwarped sweep column is the per-voice table's close-talk WER
+    close = {k: v for k, v in by_voice["best"].items() if k.endswith("/close")}
+    assert report["warp_sweep"]["best"]["1.0"] == close
+    table = format_report(report)
+    assert "| tone-0/close |" in table and "×0.9" in table

@@ -42,7 +42,9 @@ def setup(tiny_model, tmp_path_factory):
         t = np.arange(int(16000 * rng.uniform(1.6, 2.4))) / 16000
         tone = 0.2 * np.sin(2 * np.pi * (200 + 60 * (i % 5)) * t) * np.sin(2 * np.pi * 2 * t)
         sf.write(corpus / "audio" / name, tone, 16000)
-        lines.append(json.dumps(slurp_record(i, WORDS[i % 4], "iot", "x", [name])) + "\n")
+        record = slurp_record(i, WORDS[i % 4], "iot", "x", [name])
+        record["recordings"][0]["voice"] = f"tone-{i % 3}"
+        lines.append(json.dumps(record) + "\n")
     (corpus / "test.jsonl").write_text("".join(lines))
     return local_model, checkpoint, corpus
 
@@ -100,8 +102,17 @@ def test_report_structure_and_consistency(setup, tmp_path):
     assert local["latency_ratio"] == pytest.approx(
         fixed["Ours-OnDevice"]["latency_mean_ms"] / fixed["OnDevice (ESPnet)"]["latency_mean_ms"]
     )
+    by_voice = report["by_voice"]
+    assert set(by_voice) == {"OnDevice (ESPnet)", "Ours-OnDevice", "AllOffload"}
+    groups = {f"{u.voice}/{u.condition}" for u in utterances}
+    assert len(groups) == 6 and all(set(wers) == groups for wers in by_voice.values())
+    chosen = [u for u in utterances if u.voice == "tone-1" and u.condition == "far"]
+    assert by_voice["Ours-OnDevice"]["tone-1/far"] == pytest.approx(
+        sum(u.device_errors for u in chosen) / sum(u.words for u in chosen)
+    )
     table = format_report(report)
     assert "Ours-OnDevice" in table and "target WER" in table and "Table 5" in table
+    assert "| tone-1/far |" in table
     assert "The paper's targets" in table
 
     plots = write_plots(report, tmp_path / "plots")
