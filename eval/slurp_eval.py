@@ -24,7 +24,7 @@ from eval.predictions import Prediction, write_predictions
 from eval.reports import pct
 from offramp.calibrate import offload_curve
 from offramp.features import OfframpFeatures
-from offramp.policy import load_config
+from offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
 from offramp.scores import BiLstmScorer, perplexity
 from pasu.errors import ConfigError
 
@@ -460,7 +460,6 @@ def write_system_predictions(
     """SLURP-format predictions of the fixed systems, for the official scorer; with `model_dir`,
     also of its offramps at their shipped thresholds (an offloaded recording gets the cloud's
     answer)."""
-    from offramp.policy import BILSTM_FILE
 
     chosen = {
         "ours-ondevice": [_device_answer(u) for u in utterances],
@@ -811,7 +810,6 @@ def run(
     from device.api import Understander
     from eval.corpus_runs import baseline_runs, cloud_runs, device_runs, fingerprint
     from eval.reports import machine, software_versions
-    from offramp.policy import BILSTM_FILE
 
     if link not in LINKS:
         raise ConfigError(f"unknown link {link!r}; expected one of {sorted(LINKS)}")
@@ -863,6 +861,14 @@ def run(
         "cloud_model": cloud_model,
         "cloud_intent": cloud_intent,
         "model_fingerprint": fingerprint(model_dir),
+        # The decoding fingerprint keys the run caches; the offramp files change the report only.
+        "offramp_fingerprint": fingerprint(
+            *(
+                (model_dir / name).read_bytes()
+                for name in (CONFIG_FILE, BILSTM_FILE)
+                if (model_dir / name).is_file()
+            )
+        ),
         "versions": software_versions(),
         "machine": machine(),
         "date": datetime.date.today().isoformat(),

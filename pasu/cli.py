@@ -493,7 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--init-from",
         help="start from these weights (a folder of GPU weight shards with the tokenizer and "
-        "CMVN they were trained with, or a checkpoint file); used only when the run is new",
+        "CMVN they were trained with, a checkpoint file, or a model directory such as "
+        "models/pretrained/pasu-base); used only when the run is new",
     )
     train.add_argument(
         "--vtlp", type=float, default=0.0, help="voice perturbation: VTLP factor range ±this"

@@ -64,6 +64,9 @@ def evaluate_small(setup):
 def test_report_structure_and_consistency(setup, tmp_path):
     report, utterances = evaluate_small(setup)
     assert report["utterances"] == len(utterances) == RECORDINGS
+    # the offramp files have a fingerprint of their own, apart from the decoding files'
+    assert len(report["offramp_fingerprint"]) == 12
+    assert report["offramp_fingerprint"] != report["model_fingerprint"]
     fixed = {p["system"]: p for p in report["fixed"]}
     assert set(fixed) == {"OnDevice (ESPnet)", "Ours-OnDevice", "AllOffload"}
     assert fixed["Ours-OnDevice"]["offload_ratio"] == 0.0
