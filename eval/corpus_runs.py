@@ -182,6 +182,10 @@ def baseline_runs(
     """ESPnet's BatchBeamSearch on the torch weights (the OnDevice baseline): features while
     speaking, the whole encoder and the beam search after the end of speech. `checkpoint` is a
     torch weights file or a model directory (the model rebuilt from its graphs)."""
+    from models.onnx_import import is_model_dir
+
+    if checkpoint.is_dir() and not is_model_dir(checkpoint):
+        raise ValueError(f"{checkpoint} is neither a weights file nor a model directory")
     weights = checkpoint if checkpoint.is_dir() else checkpoint.read_bytes()[: 1 << 20]
     key = fingerprint(weights, model_dir, split, limit)
     path = cache_dir() / "runs-cache" / f"espnet-{split}-{key}.jsonl"

@@ -864,7 +864,7 @@ def run(
         # The decoding fingerprint keys the run caches; the offramp files change the report only.
         "offramp_fingerprint": fingerprint(
             *(
-                (model_dir / name).read_bytes()
+                (name, (model_dir / name).read_bytes())
                 for name in (CONFIG_FILE, BILSTM_FILE)
                 if (model_dir / name).is_file()
             )

@@ -54,21 +54,23 @@ def model_from_model_dir(model_dir: Path) -> LateContextModel:
     config = ModelConfig(**json.loads((model_dir / "config.json").read_text())["model"])
     model = LateContextModel(config).eval()
     _make_batchnorms_identity(model)
-    sources = _initializer_sources(config)
+    sources, constants = _initializer_sources(config)
     state = model.state_dict()
-    found: set[str] = set()
+    found: dict[str, np.ndarray] = {}
     for graph in GRAPHS:
-        values = _initializers(onnx.load(str(model_dir / f"{graph}.onnx")).graph)
-        for name, array in values.items():
+        for name, array in _initializers(onnx.load(str(model_dir / f"{graph}.onnx")).graph).items():
             source = sources.get((graph, name))
             if source is None:
+                _check_constant(graph, name, array, constants)
                 continue
             tensor_name, transposed = source
             array = array.T if transposed else array
             if tuple(array.shape) != tuple(state[tensor_name].shape):
                 raise GraphMismatch(f"{graph}.onnx {name}: shape {array.shape} ≠ {tensor_name}")
+            if tensor_name in found and not np.array_equal(found[tensor_name], array):
+                raise GraphMismatch(f"{tensor_name} read twice with different values ({name})")
+            found[tensor_name] = array
             state[tensor_name] = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
-            found.add(tensor_name)
     missing = [name for name in _learnable(model) if name not in found]
     if missing:
         raise GraphMismatch(f"{model_dir}: no weights found for {missing[:5]} ...")
@@ -114,8 +116,11 @@ def _initializers(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _initializer_sources(config: ModelConfig) -> dict[tuple[str, str], tuple[str, bool]]:
-    """(graph, initializer name) → (torch tensor name, transposed?), from a tagged probe."""
+def _initializer_sources(
+    config: ModelConfig,
+) -> tuple[dict[tuple[str, str], tuple[str, bool]], dict[tuple[str, str], np.ndarray]]:
+    """From a tagged probe: (graph, initializer name) → (torch tensor name, transposed?), and
+    the initializers that are no weight (positional tables, scales) with their values."""
     from models.export import export_graphs
 
     probe = LateContextModel(config).eval()
@@ -130,7 +135,7 @@ def _initializer_sources(config: ModelConfig) -> dict[tuple[str, str], tuple[str
     by_size: dict[int, list[str]] = {}
     for name, values in tagged.items():
         by_size.setdefault(values.size, []).append(name)
-    sources = {}
+    sources, constants = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         export_graphs(probe, Path(tmp), float16_weights=False)
         for graph in GRAPHS:
@@ -139,7 +144,27 @@ def _initializer_sources(config: ModelConfig) -> dict[tuple[str, str], tuple[str
                 match = _find(values, by_size.get(values.size, []), tagged)
                 if match is not None:
                     sources[(graph, name)] = match
-    return sources
+                else:
+                    constants[(graph, name)] = values
+    return sources, constants
+
+
+def _check_constant(
+    graph: str, name: str, array: np.ndarray, constants: dict[tuple[str, str], np.ndarray]
+) -> None:
+    """A shipped initializer that is no weight must be the probe's constant of that name: the
+    exporter's anonymous names (`onnx::MatMul_82`) follow its trace, and a graph written by
+    other code or another exporter would otherwise have its weights read from the wrong names
+    without a word."""
+    expected = constants.get((graph, name))
+    if expected is None or expected.shape != array.shape:
+        raise GraphMismatch(
+            f"{graph}.onnx {name} is neither a weight nor a constant of this export code "
+            "(graphs written by another models.export or torch version?)"
+        )
+    # float16 storage rounds large constants to ~1e-3 relative
+    if not np.allclose(array, expected, rtol=2e-3, atol=1e-6):
+        raise GraphMismatch(f"{graph}.onnx {name}: constant differs from this export code's")
 
 
 def _find(

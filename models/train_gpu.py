@@ -135,7 +135,9 @@ def train(args: argparse.Namespace) -> dict:
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         state = saved["state"]
-        if state.get("augmentation", _augmentation(args)) != _augmentation(args):
+        # a checkpoint from before voice perturbation existed was trained without it
+        state.setdefault("augmentation", {"vtlp": 0.0, "tilt_db": 0.0})
+        if state["augmentation"] != _augmentation(args):
             raise SystemExit(
                 f"{checkpoint} was trained with {state['augmentation']}, not "
                 f"{_augmentation(args)}: resume with the same --vtlp/--tilt-db"

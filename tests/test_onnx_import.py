@@ -113,6 +113,23 @@ def test_graphs_of_another_config_are_refused(shipped, tmp_path):
         model_from_model_dir(tmp_path)
 
 
+def test_an_initializer_this_export_code_does_not_write_is_refused(shipped, tmp_path):
+    """Weights are read by the exporter's (partly anonymous) names: a graph from other export
+    code must fail loudly, not load weights from the wrong names."""
+    import onnx
+    from onnx import numpy_helper
+
+    _, model_dir = shipped
+    other = tmp_path / "other"
+    shutil.copytree(model_dir, other)
+    graph_model = onnx.load(str(other / "encoder_top.onnx"))
+    extra = np.ones((4, 4), np.float32)
+    graph_model.graph.initializer.append(numpy_helper.from_array(extra, "onnx::MatMul_9999"))
+    onnx.save(graph_model, str(other / "encoder_top.onnx"))
+    with pytest.raises(GraphMismatch, match="onnx::MatMul_9999"):
+        model_from_model_dir(other)
+
+
 def test_the_shipped_model_rebuilt_matches_its_graphs_on_a_sample():
     from device.audio import load_audio
     from device.encoder import StreamingEncoder
