@@ -18,7 +18,9 @@ enable_components() {
 
 REQUIRED=(espeak-ng sox libsndfile1 ffmpeg)
 OPTIONAL=(mbrola mbrola-us1 mbrola-us2 mbrola-us3 mbrola-en1
-          flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+          mbrola-af1 mbrola-de1 mbrola-de2 mbrola-de3 mbrola-de4 mbrola-de5 mbrola-de6
+          mbrola-fr1 mbrola-fr4 mbrola-gr2 mbrola-hu1 mbrola-nl2 mbrola-pl1 mbrola-ro1 mbrola-sw1
+          flite festival festvox-kallpc16k festvox-kdlpc16k festvox-rablpc16k festvox-us-slt-hts
           libttspico-utils libpopt0)
 
 enable_components

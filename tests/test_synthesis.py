@@ -61,7 +61,7 @@ def test_each_engine_renders_16khz_mono_flac_of_plausible_length(engine, text_di
     )
     assert report.failures == {}
     recordings = load_recordings(out, split)
-    assert len(recordings) == (6 if split == "train" else 2)
+    assert len(recordings) == (8 if split == "train" else 2)
     for recording in recordings:
         info = sf.info(recording.audio_path)
         assert (info.samplerate, info.channels, info.format) == (16000, 1, "FLAC")
@@ -98,15 +98,33 @@ def test_plans_are_deterministic_and_keep_to_their_group():
         assert close.close_talk and not far.close_talk and close.voice != far.voice
 
 
-def test_train_plan_has_six_renditions_half_far_field_from_train_voices_only():
+def test_train_plan_has_eight_renditions_half_far_field_from_train_voices_only():
     from eval.slurp import Sentence
+    from eval.tts.voices import EXTRA_TRAIN_FAMILIES, TRAIN_FAMILIES
 
     sentences = [Sentence(None, f"sentence {i}", None, None) for i in range(200)]
     plans = plan_split("train", sentences, seed=0)
-    assert len(plans) == 1200
-    assert sum(not p.close_talk for p in plans) == 600
+    assert len(plans) == 1600
+    assert sum(not p.close_talk for p in plans) == 800
     assert {p.voice for p in plans} <= set(TRAIN_VOICES)
-    assert len({p.voice.engine for p in plans}) == 4
+    first = {v for family in TRAIN_FAMILIES.values() for v in family}
+    extra = {v for family in EXTRA_TRAIN_FAMILIES.values() for v in family}
+    # the first six renditions keep the original voices; the two added ones use new voices only
+    assert {p.voice for p in plans if p.rendition < 6} <= first
+    assert {p.voice for p in plans if p.rendition >= 6} <= extra
+    assert not first & extra
+    assert len({p.voice.engine for p in plans if p.rendition < 6}) == 4
+    assert sum(p.voice.engine == "mbrola" for p in plans if p.rendition >= 6) > 250
+
+
+def test_an_english_speaking_foreign_mbrola_voice_renders(tmp_path):
+    voice = voice_by_slug("mbrola-de3-en")
+    if not engines.voice_available(voice):
+        pytest.skip("mbrola-de3 is not installed here")
+    out = tmp_path / "clip.wav"
+    engines.render(voice, [("set an alarm for seven am", out)])
+    samples, rate = sf.read(out)
+    assert rate > 0 and len(samples) > rate  # over a second of speech
 
 
 def test_second_run_resumes_without_rendering_again(text_dir, tmp_path):

@@ -26,6 +26,8 @@ from pasu.errors import SynthesisError
 from . import effects, engines
 from .rooms import Room, bank_size, room_bank
 from .voices import (
+    EXTRA_TRAIN_FAMILIES,
+    EXTRA_TRAIN_FAMILY_WEIGHTS,
     TRAIN_FAMILIES,
     TRAIN_FAMILY_WEIGHTS,
     VOICE_GROUPS,
@@ -33,7 +35,11 @@ from .voices import (
     group_of,
 )
 
-TRAIN_RENDITIONS = 6
+# Renditions 0-5 draw from the first train families; 6-7, added later, from the extra ones
+# only, so that the first six keep their voices (and files) and a corpus grows by rendering
+# the new clips alone.
+FIRST_TRAIN_RENDITIONS = 6
+TRAIN_RENDITIONS = 8
 SPEED_RANGE = (0.85, 1.15)
 PITCH_RANGE_SEMITONES = (-2.0, 2.0)
 FAR_SNR_RANGE_DB = (5.0, 20.0)
@@ -72,10 +78,14 @@ class ClipPlan:
         )
 
 
-def _draw_train_voice(rng: np.random.Generator) -> Voice:
-    families = list(TRAIN_FAMILY_WEIGHTS)
-    weights = np.array([TRAIN_FAMILY_WEIGHTS[f] for f in families])
-    family = TRAIN_FAMILIES[families[rng.choice(len(families), p=weights / weights.sum())]]
+def _draw_train_voice(rng: np.random.Generator, rendition: int) -> Voice:
+    if rendition < FIRST_TRAIN_RENDITIONS:
+        by_family, weight_of = TRAIN_FAMILIES, TRAIN_FAMILY_WEIGHTS
+    else:
+        by_family, weight_of = EXTRA_TRAIN_FAMILIES, EXTRA_TRAIN_FAMILY_WEIGHTS
+    families = list(weight_of)
+    weights = np.array([weight_of[f] for f in families])
+    family = by_family[families[rng.choice(len(families), p=weights / weights.sum())]]
     return family[rng.integers(len(family))]
 
 
@@ -102,9 +112,10 @@ def _clip(
 def plan_split(
     split: str, sentences: Sequence[Sentence], seed: int, voices: Sequence[Voice] | None = None
 ) -> list[ClipPlan]:
-    """Every clip of a split: train = 6 renditions per sentence (odd ones far-field), drawn from
-    the train voices; devel and test = one close-talk and one far-field clip per sentence with the
-    group's voices taken round-robin (a different voice for each condition)."""
+    """Every clip of a split: train = 8 renditions per sentence (odd ones far-field), drawn from
+    the train voices (the last two from the extra families only); devel and test = one
+    close-talk and one far-field clip per sentence with the group's voices taken round-robin (a
+    different voice for each condition)."""
     group = VOICE_GROUPS[split]
     if voices:
         foreign = [v.slug for v in voices if v not in group]
@@ -115,7 +126,11 @@ def plan_split(
         if split == "train":
             for rendition in range(TRAIN_RENDITIONS):
                 rng = np.random.default_rng([seed, 0, index, rendition, 2])
-                voice = voices[rng.integers(len(voices))] if voices else _draw_train_voice(rng)
+                voice = (
+                    voices[rng.integers(len(voices))]
+                    if voices
+                    else _draw_train_voice(rng, rendition)
+                )
                 plans.append(
                     _clip(
                         split,

@@ -180,8 +180,8 @@ def voice_available(voice: Voice) -> bool:
     """Whether this particular voice can render here (engine plus voice data)."""
     if not engine_available(voice.engine):
         return False
-    if voice.engine == "mbrola":
-        return Path(f"/usr/share/mbrola/{voice.name}").exists()
+    if voice.engine == "mbrola":  # `de3-en` is espeak-ng's English mapping onto MBROLA's de3
+        return Path(f"/usr/share/mbrola/{voice.name.removesuffix('-en')}").exists()
     if voice.engine == "festival":
         return any(Path("/usr/share/festival/voices").glob(f"*/{voice.name}"))
     return True
