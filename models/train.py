@@ -72,6 +72,8 @@ class TrainConfig:
     overrides: dict = field(default_factory=dict)
     # Weights to start from (GPU shards or a checkpoint); optimizer and schedule start fresh.
     init_from: str | None = None
+    # Only SLURP-TTS train renditions below this (6: the first voices, without the extra ones).
+    renditions: int | None = None
     # Voice perturbation (`models.augment`): VTLP factor range ±vtlp_warp, tilt ±tilt_db per term.
     vtlp_warp: float = 0.0
     tilt_db: float = 0.0
@@ -103,14 +105,18 @@ def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
     splits = {}
     for split in ("train", "devel"):
         recordings = load_recordings(data_dir, split, limit=config.limit)
+        if split == "train" and config.renditions is not None:
+            recordings = _first_renditions(recordings, config.renditions)
         if split == "devel":
             rng = random.Random(config.seed)
             recordings = rng.sample(recordings, min(config.validation_utterances, len(recordings)))
         directory = split_cache_dir(data_dir, split)
         if split == "devel":
             directory = validation_cache_dir(config, len(recordings))
-        elif config.limit:
-            directory = directory.with_name(f"train-limit{config.limit}")
+        elif config.limit or config.renditions is not None:
+            directory = directory.with_name(
+                f"train-limit{config.limit}-renditions{config.renditions}"
+            )
         build_feature_cache(recordings, directory, progress=progress)
         splits[split] = directory
 
@@ -118,6 +124,20 @@ def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
     if not cmvn_path.is_file():
         compute_cmvn(iter_cached(splits["train"])).save(cmvn_path)
     return tokenizer, GlobalCmvn.load(cmvn_path), splits
+
+
+def _first_renditions(recordings: list, count: int) -> list:
+    """The recordings of renditions 0 … count − 1 (SLURP-TTS names them); others are refused."""
+    from eval.tts.corpus import rendition_of
+
+    kept = []
+    for recording in recordings:
+        rendition = rendition_of(recording.audio_path.name)
+        if rendition is None:
+            raise DataError(f"--renditions needs SLURP-TTS file names, not {recording.audio_path}")
+        if rendition < count:
+            kept.append(recording)
+    return kept
 
 
 def validation_cache_dir(config: TrainConfig, count: int | None = None) -> Path:

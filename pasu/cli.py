@@ -105,6 +105,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         peak_lr=args.lr,
         warmup_steps=args.warmup_steps,
         init_from=args.init_from,
+        renditions=args.renditions,
         vtlp_warp=args.vtlp,
         tilt_db=args.tilt_db,
     )
@@ -495,6 +496,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="start from these weights (a folder of GPU weight shards with the tokenizer and "
         "CMVN they were trained with, a checkpoint file, or a model directory such as "
         "models/pretrained/pasu-base); used only when the run is new",
+    )
+    train.add_argument(
+        "--renditions",
+        type=_positive_int,
+        help="only SLURP-TTS train renditions below this (6: without the extra voices)",
     )
     train.add_argument(
         "--vtlp", type=float, default=0.0, help="voice perturbation: VTLP factor range ±this"

@@ -203,3 +203,11 @@ def test_silent_engine_output_is_a_synthesis_error():
 
     with pytest.raises(SynthesisError, match="silence"):
         trim_silence(np.zeros(16000, np.float32))
+
+
+def test_rendition_is_read_from_a_slurp_tts_file_name():
+    from eval.tts.corpus import rendition_of
+
+    assert rendition_of("tts-train-00004-6-mbrola-de3-en-headset.flac") == 6
+    assert rendition_of("tts-test-02973-1-pico-en-us.flac") == 1
+    assert rendition_of("audio-1434542201.flac") is None

@@ -46,3 +46,18 @@ def test_batches_respect_the_frame_budget_and_depend_on_the_epoch_only():
     assert first != epoch_batches(lengths, 3000, seed=0, epoch=1)
     assert sorted(i for b in first for i in b) == list(range(200))
     assert all(max(lengths[i] for i in b) * len(b) <= 3000 for b in first)
+
+
+def test_renditions_keep_the_first_voices_and_refuse_other_corpora(tmp_path):
+    from models.train import _first_renditions
+    from pasu.errors import DataError
+
+    class Clip:
+        def __init__(self, name):
+            self.audio_path = tmp_path / name
+
+    clips = [Clip(f"tts-train-00001-{r}-espeak-en-gb-headset.flac") for r in range(8)]
+    kept = _first_renditions(clips, 6)
+    assert [c.audio_path.name[16] for c in kept] == list("012345")
+    with pytest.raises(DataError, match="SLURP-TTS file names"):
+        _first_renditions([Clip("audio-1.flac")], 6)

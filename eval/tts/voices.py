@@ -168,7 +168,7 @@ TRAIN_FAMILIES: dict[str, tuple[Voice, ...]] = {
 TRAIN_FAMILY_WEIGHTS = {"espeak": 0.4, "mbrola": 0.2, "flite": 0.25, "festival": 0.15}
 
 # MBROLA diphone voices of other languages that espeak-ng drives with English phonemes (its
-# `mb-XX-en` voices): new speakers for the renditions added after the first six, six of them
+# `mb-XX-en` voices): new speakers for the renditions added after the first six, five of them
 # female. Before them every non-espeak train voice was male, while three of the four test
 # voices from unseen engines are female (see README, "Voice perturbation"). sw2-en is left out:
 # its diphone set lacks English pairs and espeak-ng replaces them with silence.
