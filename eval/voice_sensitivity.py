@@ -29,7 +29,8 @@ from eval.slurp import Recording, load_recordings
 from models.augment import source_positions, warp_bands
 from models.export import load_checkpoint_model
 from models.onnx_import import is_model_dir
-from models.tokenizer import BLANK_ID, Tokenizer
+from models.tokenizer import Tokenizer
+from models.train import greedy_ctc_texts
 from pasu.paths import slurp_tts_dir
 
 DEFAULT_WARPS = (0.85, 0.9, 1.0, 1.1, 1.15)
@@ -77,10 +78,8 @@ class GreedyCtc:
         if warp != 1.0:
             features = warp_bands(features, source_positions(torch.tensor([warp])))
         features = (features - self.mean) * self.inv_std
-        encoded, lengths = self.model.encode(features, torch.tensor([features.shape[1]]))
-        best = self.model.ctc.argmax(encoded)[0, : int(lengths[0])]
-        ids = torch.unique_consecutive(best).tolist()
-        return self.tokenizer.decode([i for i in ids if i != BLANK_ID])
+        batch = (features, torch.tensor([features.shape[1]]), None, None)
+        return greedy_ctc_texts(self.model, batch, self.tokenizer)[0]
 
 
 def _wer_by_voice(recordings: list[Recording], hypotheses: list[str]) -> dict[str, float]:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from device.audio import SAMPLE_RATE_HZ
-from device.frontend import NUM_MEL_BINS
+from device.frontend import NUM_MEL_BINS, GlobalCmvn
 
 # kaldi-native-fbank's defaults, which `device.frontend.fbank_options` keeps.
 LOW_FREQ_HZ = 20.0
@@ -135,9 +135,10 @@ class VoicePerturbation(torch.nn.Module):
 
 
 def build_voice_perturbation(
-    mean: np.ndarray, std: np.ndarray, warp: float, tilt_db: float
+    cmvn: GlobalCmvn, warp: float, tilt_db: float
 ) -> VoicePerturbation | None:
-    """The trainers' augmentation, or None when both ranges are zero (the shipped recipe)."""
+    """The trainers' augmentation for features normalised by `cmvn`, or None when both ranges
+    are zero (the shipped recipe)."""
     if warp <= 0 and tilt_db <= 0:
         return None
-    return VoicePerturbation(mean, std, warp=warp, tilt_db=tilt_db)
+    return VoicePerturbation(cmvn.mean, 1.0 / cmvn.inv_std, warp=warp, tilt_db=tilt_db)

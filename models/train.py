@@ -275,9 +275,7 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
         model, config.peak_lr, config.weight_decay, config.warmup_steps
     )
     specaug = build_specaug()
-    perturb = build_voice_perturbation(
-        cmvn.mean, 1.0 / cmvn.inv_std, config.vtlp_warp, config.tilt_db
-    )
+    perturb = build_voice_perturbation(cmvn, config.vtlp_warp, config.tilt_db)
     state = {
         "epoch": 0,
         "batch_in_epoch": 0,
@@ -305,15 +303,16 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
 
     train_set = load_utterances(splits["train"], tokenizer)
     devel_set = load_utterances(splits["devel"], tokenizer)
-    if not checkpoint_path.is_file() and config.init_from and is_model_dir(config.init_from):
-        calibration = epoch_batches(
-            [len(u.features) for u in train_set], config.max_frames_per_batch, config.seed, 0
-        )[:CALIBRATION_BATCHES]
-        collated = [collate([train_set[i] for i in batch], cmvn)[:2] for batch in calibration]
-        count = calibrate_batchnorms(model, collated)
-        _log(run_dir, f"calibrated {count} rebuilt BatchNorms on {len(collated)} batches")
     devel_refs = [tokenizer.decode(u.tokens.tolist()) for u in devel_set]
     lengths = [len(u.features) for u in train_set]
+    if not checkpoint_path.is_file() and config.init_from and is_model_dir(config.init_from):
+        calibration = epoch_batches(lengths, config.max_frames_per_batch, config.seed, 0)
+        collated = [
+            collate([train_set[i] for i in batch], cmvn)[:2]
+            for batch in calibration[:CALIBRATION_BATCHES]
+        ]
+        count = calibrate_batchnorms(model, collated)
+        _log(run_dir, f"calibrated {count} rebuilt BatchNorms on {len(collated)} batches")
     _log(
         run_dir,
         f"{len(train_set)} train utterances "

@@ -233,10 +233,8 @@ def _voice_perturbation(args: argparse.Namespace, device: torch.device) -> Voice
         raise SystemExit(
             f"--vtlp/--tilt-db need the CMVN the packs used: {cmvn_path} not found (--cmvn)"
         )
-    cmvn = GlobalCmvn.load(cmvn_path)
-    return build_voice_perturbation(cmvn.mean, 1.0 / cmvn.inv_std, args.vtlp, args.tilt_db).to(
-        device
-    )
+    perturbation = build_voice_perturbation(GlobalCmvn.load(cmvn_path), args.vtlp, args.tilt_db)
+    return perturbation.to(device)
 
 
 def _pack_names(folder: Path) -> list[str]:

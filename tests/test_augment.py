@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from device.frontend import GlobalCmvn
 from models.augment import (
     VoicePerturbation,
     build_voice_perturbation,
@@ -70,7 +71,7 @@ def test_perturbation_off_and_unit_settings_are_identity():
     mean, std = _cmvn()
     features = torch.randn(2, 7, BINS)
     lengths = torch.tensor([7, 7])
-    assert build_voice_perturbation(mean, std, 0.0, 0.0) is None
+    assert build_voice_perturbation(GlobalCmvn(mean, std), 0.0, 0.0) is None
     rest = VoicePerturbation(mean, std, warp=0.1, tilt_db=3.0, probability=0.0)
     out, _ = rest(features, lengths)
     assert out is features
