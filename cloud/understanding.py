@@ -15,9 +15,8 @@ from cloud.asr import SpeechRecognizer, WhisperOptions, WhisperRecognizer
 from cloud.whisper_models import resolve_checkpoint
 from models.intent import IntentParts, IntentPrediction
 from pasu.errors import ConfigError
-from pasu.paths import REPO_ROOT
+from pasu.paths import CLOUD_INTENT_PATH, REPO_ROOT
 
-CLOUD_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "cloud-intent" / "minilm-lr.npz"
 TEXT_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "intent-text.joblib"
 
 

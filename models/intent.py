@@ -1,11 +1,13 @@
 """Text intent classifier: `scenario_action` from a transcript (word + character n-gram TF-IDF,
-logistic regression), trained on SLURP devel gold text, optionally self-trained on the
-unlabelled SLURP train sentences. Input goes through `normalize_for_wer`, so written forms
+logistic regression), trained on SLURP devel gold text plus the unlabelled SLURP train sentences
+labelled either by itself (self-training) or by a stronger teacher (the cloud's MiniLM
+classifier: distillation). Input goes through `normalize_for_wer`, so written forms
 ("Wake me at 8 a.m.") and SLURP's spoken forms meet in the same features."""
 
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import joblib
 import numpy as np
@@ -96,33 +98,54 @@ def pseudo_labels(
     return confident, [str(label) for label in labels[confident]]
 
 
+class IntentTeacher(Protocol):
+    """Any intent model that can label unlabelled sentences (e.g. the cloud's MiniLM one)."""
+
+    def predict(self, texts: Sequence[str]) -> list[IntentPrediction]: ...
+
+
+def teacher_labels(
+    teacher: IntentTeacher, texts: Sequence[str], threshold: float
+) -> tuple[list[str], list[str]]:
+    """The texts the teacher labels with confidence above the threshold, and its labels."""
+    kept = [
+        (text, prediction.intent)
+        for text, prediction in zip(texts, teacher.predict(texts), strict=True)
+        if prediction.confidence > threshold
+    ]
+    return [text for text, _ in kept], [label for _, label in kept]
+
+
 def train_intent_classifier(
     texts: Sequence[str],
     intents: Sequence[str],
     unlabelled: Sequence[str] = (),
     regularisation: float = 50.0,
     self_training_threshold: float = 0.5,
+    teacher: IntentTeacher | None = None,
 ) -> IntentClassifier:
-    """Fit on gold (text, intent) pairs; with `unlabelled` texts, add those the first model
-    labels with confidence above the threshold and fit again (one round of self-training)."""
+    """Fit on gold (text, intent) pairs. With `unlabelled` texts, add those labelled with
+    confidence above the threshold, by the `teacher` if one is given (distillation), else by a
+    first fit on the gold pairs (one round of self-training), and fit again."""
     started = time.perf_counter()
     gold = [normalize_for_wer(t) for t in texts]
-    pipeline = _pipeline(regularisation).fit(gold, list(intents))
-    pseudo_count = 0
-    if unlabelled:
-        extra = [normalize_for_wer(t) for t in unlabelled]
+    extra = [normalize_for_wer(t) for t in unlabelled]
+    pseudo_texts: list[str] = []
+    pseudo: list[str] = []
+    if extra and teacher is not None:
+        pseudo_texts, pseudo = teacher_labels(teacher, extra, self_training_threshold)
+    elif extra:
+        first = _pipeline(regularisation).fit(gold, list(intents))
         confident, pseudo = pseudo_labels(
-            pipeline.predict_proba(extra), pipeline.classes_, self_training_threshold
+            first.predict_proba(extra), first.classes_, self_training_threshold
         )
-        pseudo_count = int(confident.sum())
-        pipeline = _pipeline(regularisation).fit(
-            gold + [t for t, keep in zip(extra, confident, strict=True) if keep],
-            list(intents) + pseudo,
-        )
+        pseudo_texts = [t for t, keep in zip(extra, confident, strict=True) if keep]
+    pipeline = _pipeline(regularisation).fit(gold + pseudo_texts, list(intents) + pseudo)
     _compact(pipeline)
     info = {
         "gold_examples": len(gold),
-        "pseudo_labelled": pseudo_count,
+        "pseudo_labelled": len(pseudo),
+        "pseudo_labels_from": ("teacher" if teacher is not None else "self") if extra else None,
         "classes": len(pipeline.classes_),
         "regularisation": regularisation,
         "train_seconds": round(time.perf_counter() - started, 1),

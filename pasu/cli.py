@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from pasu.errors import PasuError
-from pasu.paths import REPO_ROOT, slurp_tts_dir
+from pasu.paths import CLOUD_INTENT_PATH, REPO_ROOT, slurp_tts_dir
 
 SAMPLES = REPO_ROOT / "samples"
 
@@ -140,9 +140,17 @@ def _train_and_report_intent(args: argparse.Namespace, train, what: str) -> int:
 
 
 def cmd_train_intent(args: argparse.Namespace) -> int:
+    from functools import partial
+
     from models.intent import IntentClassifier, export_numpy_intent, train_intent_classifier
 
-    status = _train_and_report_intent(args, train_intent_classifier, "intent classifier")
+    teacher = None
+    if args.teacher != "none" and not args.no_self_training:
+        from cloud.intent import EmbeddingIntentClassifier
+
+        teacher = EmbeddingIntentClassifier.load(Path(args.teacher))
+    train = partial(train_intent_classifier, teacher=teacher)
+    status = _train_and_report_intent(args, train, "intent classifier")
     exported = export_numpy_intent(
         IntentClassifier.load(Path(args.out)), Path(args.out).with_suffix(".npz")
     )
@@ -513,7 +521,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     intent = commands.add_parser("train-intent", help="train the text intent classifier")
     intent.add_argument("--out", required=True, help="where to write the .joblib file")
-    intent.add_argument("--no-self-training", action="store_true")
+    intent.add_argument(
+        "--no-self-training", action="store_true", help="gold devel text only, no train sentences"
+    )
+    intent.add_argument(
+        "--teacher",
+        default=str(CLOUD_INTENT_PATH),
+        help="intent model that labels the train sentences (default: the cloud's MiniLM "
+        "classifier); 'none' labels them by self-training",
+    )
     intent.set_defaults(handler=cmd_train_intent)
 
     cloud_intent = commands.add_parser(

@@ -68,3 +68,34 @@ def test_numpy_export_predicts_what_scikit_learn_does(tmp_path):
         p.intent for p in classifier.predict(probes)
     ]
     assert list(char_wb_ngrams("ab", 2, 5)) == [" a", "ab", "b ", " ab", "ab ", " ab "]
+
+
+class KeywordTeacher:
+    """A stand-in teacher: labels 'lights' sentences confidently, anything else unsurely."""
+
+    def predict(self, texts):
+        from models.intent import IntentPrediction
+
+        return [
+            IntentPrediction("iot_hue_lightoff", 0.9)
+            if "lights" in text
+            else IntentPrediction("alarm_set", 0.2)
+            for text in texts
+        ]
+
+
+def test_a_teacher_labels_the_unlabelled_sentences_it_is_sure_of():
+    unlabelled = ["switch the lights off", "lights out in the kitchen", "play the beatles"]
+    classifier = train_intent_classifier(
+        TEXTS, INTENTS, unlabelled=unlabelled, teacher=KeywordTeacher()
+    )
+    # a class only the teacher knows is learnt; the unsure label is not
+    assert "iot_hue_lightoff" in classifier.pipeline.classes_
+    assert classifier.predict(["turn the lights off"])[0].intent == "iot_hue_lightoff"
+    assert classifier.info["pseudo_labelled"] == 2
+    assert classifier.info["pseudo_labels_from"] == "teacher"
+
+
+def test_without_a_teacher_the_classifier_labels_the_sentences_itself(classifier):
+    assert classifier.info["pseudo_labels_from"] == "self"
+    assert set(classifier.pipeline.classes_) == set(INTENTS)
