@@ -167,3 +167,19 @@ def train_embedding_classifier(
         embedder,
         info,
     )
+
+
+def load_intent_file(path: Path):
+    """Any intent classifier file: the cloud's MiniLM `.npz` (it names its embedding), or the
+    device's TF-IDF classifier (`.npz` export or scikit-learn `.joblib`)."""
+    from device.intent import load_intent_model
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"intent classifier not found: {path}")
+    if path.suffix == ".npz":
+        with np.load(path) as stored:
+            is_embedding_model = "embedding_model" in stored.files
+        if is_embedding_model:
+            return EmbeddingIntentClassifier.load(path)
+    return load_intent_model(path)

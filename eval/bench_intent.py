@@ -22,17 +22,6 @@ from pasu.errors import DataError
 from pasu.paths import slurp_tts_dir
 
 
-def load_classifier(path: Path):
-    """A device classifier, or the cloud's MiniLM one (an .npz that names its embedding)."""
-    from device.intent import load_intent_model
-
-    if path.suffix == ".npz" and "embedding_model" in np.load(path).files:
-        from cloud.intent import EmbeddingIntentClassifier
-
-        return EmbeddingIntentClassifier.load(path)
-    return load_intent_model(path)
-
-
 def transcript_sets(name: str, path: Path, data_dir: Path) -> dict[str, tuple[list, list]]:
     """(texts, gold intents) of a predictions file, for close-talk and far-field recordings."""
     recordings = {r.id: r for r in iter_recordings(data_dir, "test", check_audio=False)}
@@ -49,15 +38,18 @@ def transcript_sets(name: str, path: Path, data_dir: Path) -> dict[str, tuple[li
 
 
 def run(classifiers: dict[str, Path], transcripts: dict[str, Path], data_dir: Path) -> dict:
+    from cloud.intent import load_intent_file
+
     test = load_sentences("test")
     sets = {"gold test text": ([s.text for s in test], [s.intent for s in test])}
     for name, path in transcripts.items():
         sets |= transcript_sets(name, path, data_dir)
+    loaded = {name: load_intent_file(path) for name, path in classifiers.items()}
     rows = []
     for text_set, (texts, intents) in sets.items():
         row: dict = {"texts": text_set, "count": len(texts)}
-        for name, path in classifiers.items():
-            predicted = [p.intent for p in load_classifier(path).predict(texts)]
+        for name, classifier in loaded.items():
+            predicted = [p.intent for p in classifier.predict(texts)]
             row[name] = float(np.mean([p == g for p, g in zip(predicted, intents, strict=True)]))
         rows.append(row)
     return {
@@ -105,6 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", default=str(slurp_tts_dir()), help="SLURP-TTS corpus")
     parser.add_argument("--json", help="write the report (JSON + Markdown) here")
     args = parser.parse_args(argv)
+    names = [name for name, _ in args.classifier]
+    if len(set(names)) < len(names) or {"texts", "count"} & set(names):
+        parser.error(f"classifier names must be distinct and not 'texts' or 'count': {names}")
     report = run(dict(args.classifier), dict(args.transcripts), Path(args.data))
     command = "python -m eval.bench_intent " + shlex.join(sys.argv[1:] if argv is None else argv)
     print(

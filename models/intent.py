@@ -91,7 +91,7 @@ def _compact(pipeline: Pipeline) -> None:
 def pseudo_labels(
     probabilities: np.ndarray, classes: Sequence[str], threshold: float
 ) -> tuple[np.ndarray, list[str]]:
-    """Self-training: which unlabelled examples a first model labels with confidence above the
+    """Pseudo-labels: which unlabelled examples a model labels with confidence above the
     threshold (a mask), and those labels."""
     confident = probabilities.max(axis=1) > threshold
     labels = np.asarray(classes)[probabilities.argmax(axis=1)]

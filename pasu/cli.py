@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pasu.errors import PasuError
+from pasu.errors import ConfigError, PasuError
 from pasu.paths import CLOUD_INTENT_PATH, REPO_ROOT, slurp_tts_dir
 
 SAMPLES = REPO_ROOT / "samples"
@@ -121,8 +121,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_and_report_intent(args: argparse.Namespace, train, what: str) -> int:
-    """Fit on devel gold text (plus the train sentences for self-training), score on gold test
+def _train_and_report_intent(
+    args: argparse.Namespace, train, what: str, provenance: dict | None = None
+) -> int:
+    """Fit on devel gold text (plus the train sentences, pseudo-labelled), score on gold test
     text, save."""
     from eval.slurp import load_sentences, unique_sentences
     from models.intent import accuracy
@@ -133,6 +135,7 @@ def _train_and_report_intent(args: argparse.Namespace, train, what: str) -> int:
     )
     classifier = train([s.text for s in devel], [s.intent for s in devel], unlabelled)
     test_accuracy = accuracy(classifier, [s.text for s in test], [s.intent for s in test])
+    classifier.info |= provenance or {}
     classifier.info["gold_test_text_accuracy"] = round(test_accuracy, 4)
     classifier.save(Path(args.out))
     print(f"{what} -> {args.out}: {classifier.info}")
@@ -144,13 +147,20 @@ def cmd_train_intent(args: argparse.Namespace) -> int:
 
     from models.intent import IntentClassifier, export_numpy_intent, train_intent_classifier
 
-    teacher = None
-    if args.teacher != "none" and not args.no_self_training:
-        from cloud.intent import EmbeddingIntentClassifier
+    if args.no_self_training and args.teacher is not None:
+        raise ConfigError(
+            "--teacher labels the train sentences, which --no-self-training leaves out"
+        )
+    teacher = teacher_path = None
+    if not args.no_self_training and (args.teacher or "").lower() != "none":
+        from cloud.intent import load_intent_file
 
-        teacher = EmbeddingIntentClassifier.load(Path(args.teacher))
+        teacher_path = Path(args.teacher or CLOUD_INTENT_PATH).expanduser()
+        teacher = load_intent_file(teacher_path)
     train = partial(train_intent_classifier, teacher=teacher)
-    status = _train_and_report_intent(args, train, "intent classifier")
+    status = _train_and_report_intent(
+        args, train, "intent classifier", {"teacher": teacher_path and str(teacher_path)}
+    )
     exported = export_numpy_intent(
         IntentClassifier.load(Path(args.out)), Path(args.out).with_suffix(".npz")
     )
@@ -526,9 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     intent.add_argument(
         "--teacher",
-        default=str(CLOUD_INTENT_PATH),
-        help="intent model that labels the train sentences (default: the cloud's MiniLM "
-        "classifier); 'none' labels them by self-training",
+        help="intent classifier file that labels the train sentences (default: the cloud's "
+        "MiniLM classifier, which needs the cloud extra); 'none': the classifier labels them "
+        "itself (self-training)",
     )
     intent.set_defaults(handler=cmd_train_intent)
 

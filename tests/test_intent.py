@@ -96,6 +96,46 @@ def test_a_teacher_labels_the_unlabelled_sentences_it_is_sure_of():
     assert classifier.info["pseudo_labels_from"] == "teacher"
 
 
-def test_without_a_teacher_the_classifier_labels_the_sentences_itself(classifier):
+def test_a_teacher_label_at_the_threshold_is_not_taken():
+    class UnsureTeacher:
+        def predict(self, texts):
+            from models.intent import IntentPrediction
+
+            return [IntentPrediction("iot_hue_lightoff", 0.5) for _ in texts]
+
+    classifier = train_intent_classifier(
+        TEXTS, INTENTS, unlabelled=["lights off"], teacher=UnsureTeacher()
+    )
+    assert classifier.info["pseudo_labelled"] == 0
+    assert "iot_hue_lightoff" not in classifier.pipeline.classes_
+
+
+def test_without_a_teacher_the_classifier_labels_the_sentences_itself():
+    classifier = train_intent_classifier(TEXTS, INTENTS, unlabelled=["play some jazz"])
     assert classifier.info["pseudo_labels_from"] == "self"
+    assert classifier.info["pseudo_labelled"] == 1  # a sentence it was trained on: surely known
     assert set(classifier.pipeline.classes_) == set(INTENTS)
+
+
+def test_train_intent_refuses_a_teacher_without_train_sentences(tmp_path, capsys):
+    from pasu.cli import main
+
+    out = str(tmp_path / "intent.joblib")
+    assert main(["train-intent", "--out", out, "--no-self-training", "--teacher", "none"]) == 2
+    assert "--no-self-training" in capsys.readouterr().err
+    assert not (tmp_path / "intent.joblib").exists()
+
+
+def test_a_teacher_file_of_either_kind_loads(tmp_path):
+    from cloud.intent import EmbeddingIntentClassifier, load_intent_file
+    from device.intent import NumpyIntentModel
+    from models.intent import export_numpy_intent
+
+    classifier = train_intent_classifier(TEXTS, INTENTS)
+    device_file = export_numpy_intent(classifier, tmp_path / "device.npz")
+    cloud = EmbeddingIntentClassifier(np.zeros((3, 384)), np.zeros(3), sorted(set(INTENTS)))
+    cloud.save(tmp_path / "cloud.npz")
+    assert isinstance(load_intent_file(device_file), NumpyIntentModel)
+    assert isinstance(load_intent_file(tmp_path / "cloud.npz"), EmbeddingIntentClassifier)
+    with pytest.raises(ConfigError):
+        load_intent_file(tmp_path / "missing.npz")
