@@ -164,7 +164,8 @@ def export_numpy_intent(classifier: IntentClassifier, path: Path) -> Path:
     regression = classifier.pipeline[-1]
     arrays = {
         "vectorizers": np.array(len(vectorizers)),
-        "coef": regression.coef_.astype(np.float32),
+        # the device keeps the coefficients in float16 (`NumpyIntentModel`); so does the file
+        "coef": regression.coef_.astype(np.float16),
         "intercept": regression.intercept_.astype(np.float32),
         "classes": np.array([str(c) for c in regression.classes_]),
     }
