@@ -82,7 +82,8 @@ class _Vectorizer:
         counts = Counter(ANALYZERS[self.analyzer](text, *self.ngrams))
         width = self.sorted_terms.dtype.itemsize
         # a longer term would be truncated to the array's width and might match wrongly
-        terms = [(t.encode(), c) for t, c in counts.items() if len(t.encode()) <= width]
+        encoded = ((t.encode(), c) for t, c in counts.items())
+        terms = [(t, c) for t, c in encoded if len(t) <= width]
         if not terms:
             return np.zeros(0, np.int32), np.zeros(0, np.float32)
         keys = np.array([t for t, _ in terms], dtype=self.sorted_terms.dtype)
