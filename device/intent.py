@@ -65,7 +65,7 @@ ANALYZERS = {"word": word_ngrams, "char_wb": char_wb_ngrams}
 
 
 class _Vectorizer:
-    """One TF-IDF vectorizer: its terms as sorted UTF-8 bytes (a tenth of a dict's memory),
+    """One TF-IDF vectorizer: its terms as sorted UTF-8 bytes (far smaller than a dict),
     looked up by binary search."""
 
     def __init__(self, analyzer: str, ngrams: tuple[int, int], terms: np.ndarray, idf):
