@@ -69,6 +69,9 @@ class TrainConfig:
     threads: int = 2
     limit: int | None = None
     max_steps: int | None = None
+    # Linear decay of the learning rate to zero at this step (after the warm-up), instead of
+    # the inverse-square-root tail; training stops there.
+    decay_to_zero_at: int | None = None
     overrides: dict = field(default_factory=dict)
     # Weights to start from (GPU shards or a checkpoint); optimizer and schedule start fresh.
     init_from: str | None = None
@@ -190,20 +193,32 @@ def collate(utterances: Sequence[Utterance], cmvn: GlobalCmvn):
     return features, lengths, tokens, token_lengths
 
 
-def warmup_schedule(warmup_steps: int):
-    """Linear warm-up to the peak, then inverse-square-root decay (ESPnet's WarmupLR shape)."""
+def warmup_schedule(warmup_steps: int, decay_to_zero_at: int | None = None):
+    """Linear warm-up to the peak, then inverse-square-root decay (ESPnet's WarmupLR shape), or
+    with `decay_to_zero_at` a straight line from the peak down to zero at that step."""
 
     def factor(step: int) -> float:
         step = max(step, 1)
-        return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+        if decay_to_zero_at is None:
+            return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+        if step < warmup_steps:
+            return step / warmup_steps
+        return max(0.0, (decay_to_zero_at - step) / max(decay_to_zero_at - warmup_steps, 1))
 
     return factor
 
 
-def build_optimizer(model: torch.nn.Module, peak_lr: float, weight_decay: float, warmup: int):
+def build_optimizer(
+    model: torch.nn.Module,
+    peak_lr: float,
+    weight_decay: float,
+    warmup: int,
+    decay_to_zero_at: int | None = None,
+):
     """AdamW under the warm-up schedule: the same for CPU and GPU training."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=weight_decay)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_schedule(warmup))
+    schedule = warmup_schedule(warmup, decay_to_zero_at)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
 def build_specaug() -> SpecAug:
@@ -265,14 +280,14 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
     model_config = ModelConfig(
         vocab_size=tokenizer.vocab_size, **{**MODEL_SIZES[config.model_size], **config.overrides}
     )
-    _check_same_augmentation(config, run_dir)
+    _check_same_recipe(config, run_dir)
     (run_dir / "train_config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
     (run_dir / "model_config.json").write_text(json.dumps(model_config.to_dict(), indent=2) + "\n")
 
     torch.manual_seed(config.seed)
     model = LateContextModel(model_config)
     optimizer, scheduler = build_optimizer(
-        model, config.peak_lr, config.weight_decay, config.warmup_steps
+        model, config.peak_lr, config.weight_decay, config.warmup_steps, config.decay_to_zero_at
     )
     specaug = build_specaug()
     perturb = build_voice_perturbation(cmvn, config.vtlp_warp, config.tilt_db)
@@ -408,9 +423,9 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
     return state
 
 
-def _check_same_augmentation(config: TrainConfig, run_dir: Path) -> None:
-    """A resumed run keeps its voice perturbation: other settings would change the recipe (and
-    the random stream) halfway without a trace."""
+def _check_same_recipe(config: TrainConfig, run_dir: Path) -> None:
+    """A resumed run keeps its voice perturbation and learning-rate schedule: other settings
+    would change the recipe (and the random stream) halfway without a trace."""
     saved_path = run_dir / "train_config.json"
     if not (run_dir / "checkpoint.pt").is_file() or not saved_path.is_file():
         return
@@ -421,10 +436,16 @@ def _check_same_augmentation(config: TrainConfig, run_dir: Path) -> None:
                 f"{run_dir} was trained with {name}={saved.get(name, 0.0)}, not "
                 f"{getattr(config, name)}: resume it with the same --vtlp/--tilt-db"
             )
+    if saved.get("decay_to_zero_at") != config.decay_to_zero_at:
+        raise DataError(
+            f"{run_dir} was trained with decay_to_zero_at={saved.get('decay_to_zero_at')}, not "
+            f"{config.decay_to_zero_at}: resume it with the same --decay-to-zero-at"
+        )
 
 
 def _step_limit_reached(config: TrainConfig, state: dict) -> bool:
-    return config.max_steps is not None and state["step"] >= config.max_steps
+    limits = [n for n in (config.max_steps, config.decay_to_zero_at) if n is not None]
+    return bool(limits) and state["step"] >= min(limits)
 
 
 def default_run_dir(name: str) -> Path:

@@ -104,6 +104,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         threads=args.threads,
         peak_lr=args.lr,
         warmup_steps=args.warmup_steps,
+        decay_to_zero_at=args.decay_to_zero_at,
         init_from=args.init_from,
         renditions=args.renditions,
         vtlp_warp=args.vtlp,
@@ -509,6 +510,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--lr", type=float, default=2e-3, help="peak learning rate")
     train.add_argument("--warmup-steps", type=_positive_int, default=1500)
+    train.add_argument(
+        "--decay-to-zero-at",
+        type=_positive_int,
+        metavar="STEP",
+        help="after the warm-up, lower the learning rate linearly to zero at this step and "
+        "stop there (default: inverse-square-root decay)",
+    )
     train.add_argument(
         "--init-from",
         help="start from these weights (a folder of GPU weight shards with the tokenizer and "

@@ -61,3 +61,29 @@ def test_renditions_keep_the_first_voices_and_refuse_other_corpora(tmp_path):
     assert [c.audio_path.name[16] for c in kept] == list("012345")
     with pytest.raises(DataError, match="SLURP-TTS file names"):
         _first_renditions([Clip("audio-1.flac")], 6)
+
+
+def test_linear_decay_reaches_zero_at_its_step():
+    from models.train import warmup_schedule
+
+    inverse_sqrt, linear = warmup_schedule(10), warmup_schedule(10, decay_to_zero_at=110)
+    assert linear(5) == inverse_sqrt(5) == 0.5
+    assert linear(10) == 1.0
+    assert linear(60) == 0.5 and inverse_sqrt(60) > 0.4
+    assert linear(110) == 0.0 and linear(200) == 0.0
+
+
+def test_a_decaying_run_stops_at_zero_and_keeps_its_schedule(tiny_corpus, tmp_path):
+    from pasu.errors import DataError
+
+    config = _config(tiny_corpus, warmup_steps=2, decay_to_zero_at=4)
+    state = train(config, tmp_path / "run", progress=False)
+    assert state["step"] == 4
+    saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    assert saved["scheduler"]["_last_lr"] == [0.0]
+    with pytest.raises(DataError, match="decay_to_zero_at"):
+        train(
+            _config(tiny_corpus, warmup_steps=2, decay_to_zero_at=8),
+            tmp_path / "run",
+            progress=False,
+        )
