@@ -430,17 +430,18 @@ def _check_same_recipe(config: TrainConfig, run_dir: Path) -> None:
     if not (run_dir / "checkpoint.pt").is_file() or not saved_path.is_file():
         return
     saved = json.loads(saved_path.read_text())
-    for name in ("vtlp_warp", "tilt_db"):
-        if float(saved.get(name, 0.0)) != float(getattr(config, name)):
+    flags = {
+        "vtlp_warp": "--vtlp",
+        "tilt_db": "--tilt-db",
+        "decay_to_zero_at": "--decay-to-zero-at",
+    }
+    for name, flag in flags.items():
+        default = TrainConfig.__dataclass_fields__[name].default  # runs saved before the field
+        if saved.get(name, default) != getattr(config, name):
             raise DataError(
-                f"{run_dir} was trained with {name}={saved.get(name, 0.0)}, not "
-                f"{getattr(config, name)}: resume it with the same --vtlp/--tilt-db"
+                f"{run_dir} was trained with {name}={saved.get(name, default)}, not "
+                f"{getattr(config, name)}: resume it with the same {flag}"
             )
-    if saved.get("decay_to_zero_at") != config.decay_to_zero_at:
-        raise DataError(
-            f"{run_dir} was trained with decay_to_zero_at={saved.get('decay_to_zero_at')}, not "
-            f"{config.decay_to_zero_at}: resume it with the same --decay-to-zero-at"
-        )
 
 
 def _step_limit_reached(config: TrainConfig, state: dict) -> bool:
