@@ -23,6 +23,9 @@ import soundfile as sf
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pasu.cloud.settings import ServiceSettings
+from pasu.cloud.understanding import CloudResult, CloudUnderstanding
+from pasu.device.audio import SAMPLE_RATE_HZ, to_mono
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -33,10 +36,6 @@ from prometheus_client import (
     generate_latest,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
-
-from cloud.settings import ServiceSettings
-from cloud.understanding import CloudResult, CloudUnderstanding
-from device.audio import SAMPLE_RATE_HZ, to_mono
 
 log = logging.getLogger("pasu.cloud")
 
@@ -376,8 +375,8 @@ def _keep_for_debugging(directory: Path, audio: np.ndarray) -> None:
 
 def create_app_from_env() -> FastAPI:
     """uvicorn factory for `pasu serve`: each worker process loads its own model."""
-    from cloud.asr import WhisperOptions
-    from cloud.understanding import build_understanding
+    from pasu.cloud.asr import WhisperOptions
+    from pasu.cloud.understanding import build_understanding
 
     settings = ServiceSettings.from_env()
     options = WhisperOptions(

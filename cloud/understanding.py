@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from pasu.cloud.asr import SpeechRecognizer, WhisperOptions, WhisperRecognizer
+from pasu.cloud.whisper_models import resolve_checkpoint
+from pasu.models.intent import IntentParts, IntentPrediction
 
-from cloud.asr import SpeechRecognizer, WhisperOptions, WhisperRecognizer
-from cloud.whisper_models import resolve_checkpoint
-from models.intent import IntentParts, IntentPrediction
 from pasu.errors import ConfigError
 from pasu.paths import CLOUD_INTENT_PATH, REPO_ROOT
 
@@ -86,11 +86,11 @@ class CloudUnderstanding:
 def load_intent_model(kind: str, path: Path | None = None) -> IntentModel:
     """`minilm` (the stronger cloud classifier) or `text` (the device's TF-IDF classifier)."""
     if kind == "minilm":
-        from cloud.intent import EmbeddingIntentClassifier
+        from pasu.cloud.intent import EmbeddingIntentClassifier
 
         return EmbeddingIntentClassifier.load(path or CLOUD_INTENT_PATH)
     if kind == "text":
-        from models.intent import IntentClassifier
+        from pasu.models.intent import IntentClassifier
 
         return IntentClassifier.load(path or TEXT_INTENT_PATH)
     raise ConfigError(f"unknown intent model {kind!r}; expected 'minilm' or 'text'")

@@ -9,7 +9,7 @@ _API = {"understand", "Understander", "Understanding", "UnderstandingSession"}
 
 def __getattr__(name: str):
     if name in _API:
-        from device import api
+        from pasu.device import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'device' has no attribute {name!r}")

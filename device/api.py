@@ -16,14 +16,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from pasu.device.audio import SAMPLE_RATE_HZ, AudioSource, load_audio, to_mono
+from pasu.device.engine import Engine, EngineConfig, Session, Transcript
+from pasu.device.intent import IntentParts
+from pasu.device.latency import SimulatedPilots, feed_virtually
+from pasu.device.offload import (
+    CloudAnswer,
+    CloudClient,
+    EmbeddedCloud,
+    HttpCloudClient,
+    OffloadFailed,
+)
+from pasu.offramp.features import OfframpFeatures
+from pasu.offramp.policy import Decision, Policy, load_policy
 
-from device.audio import SAMPLE_RATE_HZ, AudioSource, load_audio, to_mono
-from device.engine import Engine, EngineConfig, Session, Transcript
-from device.intent import IntentParts
-from device.latency import SimulatedPilots, feed_virtually
-from device.offload import CloudAnswer, CloudClient, EmbeddedCloud, HttpCloudClient, OffloadFailed
-from offramp.features import OfframpFeatures
-from offramp.policy import Decision, Policy, load_policy
 from pasu.errors import AudioError, ConfigError
 from pasu.paths import REPO_ROOT
 
@@ -166,7 +172,7 @@ class Understander:
 
     @staticmethod
     def _intent_model(model_dir: Path, intent_path: Path | str | None):
-        from device.intent import load_intent_model
+        from pasu.device.intent import load_intent_model
 
         candidates = (
             [Path(intent_path)]

@@ -7,8 +7,7 @@ everything ingested so far, for a pilot or for the final decode.
 """
 
 import numpy as np
-
-from device.model import DeviceModel
+from pasu.device.model import DeviceModel
 
 SUBSAMPLING = 4
 SUBSAMPLING_CONTEXT = 7  # input frames behind one output frame of two 3-wide stride-2 convs

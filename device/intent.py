@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pasu.models.text import normalize_for_wer
 
-from models.text import normalize_for_wer
 from pasu.errors import ConfigError
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
@@ -155,6 +155,6 @@ def load_intent_model(path: Path):
     path = Path(path)
     if path.suffix == ".npz":
         return NumpyIntentModel.load(path)
-    from models.intent import IntentClassifier
+    from pasu.models.intent import IntentClassifier
 
     return IntentClassifier.load(path)

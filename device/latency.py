@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from device.audio import SAMPLE_RATE_HZ
-from device.decoding import PilotReference
-from device.engine import Engine, PilotJob, PilotRecord, Session, Transcript, split_audio
+from pasu.device.audio import SAMPLE_RATE_HZ
+from pasu.device.decoding import PilotReference
+from pasu.device.engine import Engine, PilotJob, PilotRecord, Session, Transcript, split_audio
 
 
 @dataclass(frozen=True)

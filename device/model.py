@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from pasu.device.frontend import GlobalCmvn
+from pasu.models.tokenizer import Tokenizer
 
-from device.frontend import GlobalCmvn
-from models.tokenizer import Tokenizer
 from pasu.errors import ConfigError
 
 GRAPHS = ("conv_stack", "encoder_top", "decoder_memory", "decoder_step")

@@ -21,8 +21,8 @@ from typing import Protocol
 import httpx
 import numpy as np
 import soundfile as sf
+from pasu.device.audio import SAMPLE_RATE_HZ
 
-from device.audio import SAMPLE_RATE_HZ
 from pasu.errors import ConfigError
 
 
@@ -212,8 +212,8 @@ class EmbeddedCloud:
                 self._loading = self._pool.submit(self._load)
 
     def _load(self):
-        from cloud.asr import WhisperOptions
-        from cloud.understanding import build_understanding
+        from pasu.cloud.asr import WhisperOptions
+        from pasu.cloud.understanding import build_understanding
 
         if self._understanding is None:
             self._understanding = build_understanding(

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from pasu.eval.metrics import latency_percentiles
+from pasu.eval.reports import save_report
 
-from eval.metrics import latency_percentiles
-from eval.reports import save_report
 from pasu.errors import ConfigError
 
 

@@ -14,19 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from pasu.device.audio import load_audio
+from pasu.device.decoding import BeamSearch
+from pasu.device.encoder import StreamingEncoder
+from pasu.device.frontend import compute_fbank
+from pasu.device.intent import load_intent_model
+from pasu.device.model import DeviceModel
+from pasu.eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
+from pasu.eval.reports import pct, save_report
+from pasu.eval.slurp import fixed_subset, load_recordings
+from pasu.models.baseline import EspnetBaseline
+from pasu.models.export import load_checkpoint_model, round_weights_to_float16
 from tqdm import tqdm
-
-from device.audio import load_audio
-from device.decoding import BeamSearch
-from device.encoder import StreamingEncoder
-from device.frontend import compute_fbank
-from device.intent import load_intent_model
-from device.model import DeviceModel
-from eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
-from eval.reports import pct, save_report
-from eval.slurp import fixed_subset, load_recordings
-from models.baseline import EspnetBaseline
-from models.export import load_checkpoint_model, round_weights_to_float16
 
 
 def run(

@@ -22,12 +22,11 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from pasu.device.engine import PLAIN, EngineConfig
+from pasu.eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
+from pasu.eval.reports import pct, save_report
+from pasu.eval.slurp import fixed_subset, load_recordings
 from tqdm import tqdm
-
-from device.engine import PLAIN, EngineConfig
-from eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
-from eval.reports import pct, save_report
-from eval.slurp import fixed_subset, load_recordings
 
 _OFF = replace(PLAIN, pilots=True)  # pilots that nothing uses yet
 SYSTEMS: dict[str, EngineConfig | None] = {
@@ -48,7 +47,7 @@ def _peak_rss_mb() -> float:
 
 
 def _run_espnet(checkpoint: Path, model_dir: Path, items: list[dict]) -> list[dict]:
-    from eval.corpus_runs import EspnetDecoder
+    from pasu.eval.corpus_runs import EspnetDecoder
 
     decode = EspnetDecoder(checkpoint, model_dir)
     rows = []
@@ -70,9 +69,9 @@ def _run_espnet(checkpoint: Path, model_dir: Path, items: list[dict]) -> list[di
 
 
 def _run_ours(config: EngineConfig, model_dir: Path, items: list[dict], name: str) -> list[dict]:
-    from device.audio import load_audio
-    from device.engine import Engine
-    from device.latency import replay_virtual
+    from pasu.device.audio import load_audio
+    from pasu.device.engine import Engine
+    from pasu.device.latency import replay_virtual
 
     engine = Engine(model_dir, config)
     rows = []
@@ -164,7 +163,7 @@ def run(
     names = systems or [n for n in SYSTEMS if n != "espnet" or checkpoint is not None]
     classifier = None
     if intent_path is not None:
-        from device.intent import load_intent_model
+        from pasu.device.intent import load_intent_model
 
         classifier = load_intent_model(intent_path)
     results = []

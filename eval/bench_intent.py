@@ -2,7 +2,7 @@
 speech recogniser made of the SLURP-TTS test recordings (a predictions file of the SLURP
 evaluation), close-talk and far-field apart, every classifier on the same texts.
 
-    python -m eval.bench_intent --classifier self=PATH --classifier distilled=PATH \\
+    python -m pasu.eval.bench_intent --classifier self=PATH --classifier distilled=PATH \\
         --transcripts ours-ondevice=eval/results/slurp-test/predictions-ours-ondevice.jsonl
 
 A classifier is a device `.joblib`/`.npz` or the cloud's MiniLM `.npz`.
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from pasu.eval.reports import save_report
+from pasu.eval.slurp import iter_recordings, load_sentences
 
-from eval.reports import save_report
-from eval.slurp import iter_recordings, load_sentences
 from pasu.errors import DataError
 from pasu.paths import slurp_tts_dir
 
@@ -38,7 +38,7 @@ def transcript_sets(name: str, path: Path, data_dir: Path) -> dict[str, tuple[li
 
 
 def run(classifiers: dict[str, Path], transcripts: dict[str, Path], data_dir: Path) -> dict:
-    from cloud.intent import load_intent_file
+    from pasu.cloud.intent import load_intent_file
 
     test = load_sentences("test")
     sets = {"gold test text": ([s.text for s in test], [s.intent for s in test])}
@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> None:
     if len(set(names)) < len(names) or {"texts", "count"} & set(names):
         parser.error(f"classifier names must be distinct and not 'texts' or 'count': {names}")
     report = run(dict(args.classifier), dict(args.transcripts), Path(args.data))
-    command = "python -m eval.bench_intent " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m pasu.eval.bench_intent " + shlex.join(
+        sys.argv[1:] if argv is None else argv
+    )
     print(
         save_report(report, format_report(report), Path(args.json) if args.json else None, command)
     )

@@ -13,14 +13,13 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from pasu.cloud.asr import WhisperOptions, WhisperRecognizer
+from pasu.cloud.whisper_models import resolve_checkpoint
+from pasu.device.audio import load_audio
+from pasu.eval.metrics import latency_percentiles, wer_by_condition
+from pasu.eval.reports import pct, save_report
+from pasu.eval.slurp import fixed_subset, load_recordings
 from tqdm import tqdm
-
-from cloud.asr import WhisperOptions, WhisperRecognizer
-from cloud.whisper_models import resolve_checkpoint
-from device.audio import load_audio
-from eval.metrics import latency_percentiles, wer_by_condition
-from eval.reports import pct, save_report
-from eval.slurp import fixed_subset, load_recordings
 
 WER_TOLERANCE = 0.005
 

@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from pasu.device.audio import load_audio
+from pasu.device.engine import Engine, EngineConfig
+from pasu.device.latency import replay_virtual
+from pasu.device.offload import encode_flac
+from pasu.eval.metrics import word_errors
+from pasu.eval.slurp import Recording, fixed_subset, load_recordings
+from pasu.offramp.features import OfframpFeatures
 from tqdm import tqdm
 
-from device.audio import load_audio
-from device.engine import Engine, EngineConfig
-from device.latency import replay_virtual
-from device.offload import encode_flac
-from eval.metrics import word_errors
-from eval.slurp import Recording, fixed_subset, load_recordings
-from offramp.features import OfframpFeatures
 from pasu.paths import cache_dir
 
 # What a device run depends on in a model directory (not its offramp, which is fit on the runs).
@@ -147,8 +147,8 @@ def cloud_runs(
     model: str = "whisper-base",
     threads: int = 2,
 ) -> list[dict]:
-    from cloud.asr import WhisperOptions, WhisperRecognizer
-    from cloud.whisper_models import resolve_checkpoint
+    from pasu.cloud.asr import WhisperOptions, WhisperRecognizer
+    from pasu.cloud.whisper_models import resolve_checkpoint
 
     # cached by (model, audio hash), whatever split or subset asks
     path = cache_dir() / "runs-cache" / f"cloud-{fingerprint(model, 'padded')}.jsonl"
@@ -182,7 +182,7 @@ def baseline_runs(
     """ESPnet's BatchBeamSearch on the torch weights (the OnDevice baseline): features while
     speaking, the whole encoder and the beam search after the end of speech. `checkpoint` is a
     torch weights file or a model directory (the model rebuilt from its graphs)."""
-    from models.onnx_import import is_model_dir
+    from pasu.models.onnx_import import is_model_dir
 
     if checkpoint.is_dir() and not is_model_dir(checkpoint):
         raise ValueError(f"{checkpoint} is neither a weights file nor a model directory")
@@ -212,11 +212,10 @@ class EspnetDecoder:
 
     def __init__(self, checkpoint: Path, model_dir: Path, threads: int = 1):
         import torch
-
-        from device.frontend import GlobalCmvn
-        from models.baseline import EspnetBaseline
-        from models.export import load_checkpoint_model, round_weights_to_float16
-        from models.tokenizer import Tokenizer
+        from pasu.device.frontend import GlobalCmvn
+        from pasu.models.baseline import EspnetBaseline
+        from pasu.models.export import load_checkpoint_model, round_weights_to_float16
+        from pasu.models.tokenizer import Tokenizer
 
         torch.set_num_threads(threads)
         model = load_checkpoint_model(checkpoint)
@@ -226,7 +225,7 @@ class EspnetDecoder:
         self.tokenizer = Tokenizer(model_dir / "tokenizer.model")
 
     def __call__(self, audio_path: Path) -> tuple[str, float, float]:
-        from device.frontend import compute_fbank
+        from pasu.device.frontend import compute_fbank
 
         samples = load_audio(audio_path)
         features = compute_fbank(samples, self.cmvn)  # streamable: not counted after speech

@@ -4,12 +4,11 @@ intent accuracy, decoding each recording with the streaming engine."""
 from dataclasses import dataclass
 from pathlib import Path
 
+from pasu.device.engine import PLAIN, Engine, EngineConfig
+from pasu.device.intent import load_intent_model
+from pasu.eval.metrics import intent_accuracy, wer_by_condition
+from pasu.eval.slurp import fixed_subset, load_recordings
 from tqdm import tqdm
-
-from device.engine import PLAIN, Engine, EngineConfig
-from device.intent import load_intent_model
-from eval.metrics import intent_accuracy, wer_by_condition
-from eval.slurp import fixed_subset, load_recordings
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import jiwer
 import numpy as np
+from pasu.models.text import normalize_for_wer
 
-from models.text import normalize_for_wer
 from pasu.errors import DataError
 
 

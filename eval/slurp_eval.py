@@ -17,15 +17,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from pasu.device.engine import EngineConfig
+from pasu.eval.metrics import intent_accuracy
+from pasu.eval.predictions import Prediction, write_predictions
+from pasu.eval.reports import pct
+from pasu.offramp.calibrate import offload_curve
+from pasu.offramp.features import OfframpFeatures
+from pasu.offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
+from pasu.offramp.scores import BiLstmScorer, perplexity
 
-from device.engine import EngineConfig
-from eval.metrics import intent_accuracy
-from eval.predictions import Prediction, write_predictions
-from eval.reports import pct
-from offramp.calibrate import offload_curve
-from offramp.features import OfframpFeatures
-from offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
-from offramp.scores import BiLstmScorer, perplexity
 from pasu.errors import ConfigError
 
 
@@ -806,10 +806,10 @@ def run(
     the Table-5 rows."""
     import datetime
 
-    from cloud.understanding import load_intent_model
-    from device.api import Understander
-    from eval.corpus_runs import baseline_runs, cloud_runs, device_runs, fingerprint
-    from eval.reports import machine, software_versions
+    from pasu.cloud.understanding import load_intent_model
+    from pasu.device.api import Understander
+    from pasu.eval.corpus_runs import baseline_runs, cloud_runs, device_runs, fingerprint
+    from pasu.eval.reports import machine, software_versions
 
     if link not in LINKS:
         raise ConfigError(f"unknown link {link!r}; expected one of {sorted(LINKS)}")

@@ -6,7 +6,7 @@ a quiet `--limit N` run of the same command, with nothing else running, shows ho
 moved the timings. Both runs come from the run cache (a missing one is run first, as
 `pasu eval slurp` would).
 
-    python -m eval.timing_check --checkpoint ~/.cache/pasu/models/pasu-base.pt --limit 300 \
+    python -m pasu.eval.timing_check --checkpoint ~/.cache/pasu/models/pasu-base.pt --limit 300 \
         --json eval/results/slurp-test300/timing-check.json
 """
 
@@ -17,10 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from pasu.device.engine import EngineConfig
+from pasu.eval.corpus_runs import baseline_runs, device_runs
+from pasu.eval.reports import save_report
 
-from device.engine import EngineConfig
-from eval.corpus_runs import baseline_runs, device_runs
-from eval.reports import save_report
 from pasu.paths import slurp_tts_dir
 
 
@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> None:
         args.split,
         args.limit,
     )
-    command = "python -m eval.timing_check " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m pasu.eval.timing_check " + shlex.join(
+        sys.argv[1:] if argv is None else argv
+    )
     json_path = Path(args.json) if args.json else None
     print(save_report(report, format_report(report), json_path, command))
 

@@ -8,7 +8,7 @@ sit above the model card's full-beam WER). The warp sweep applies `models.augmen
 with one fixed factor to every close-talk recording's log-mel energies before CMVN: a factor
 below 1 moves formants down (a longer vocal tract).
 
-    python -m eval.voice_sensitivity --checkpoint shipped=models/pretrained/pasu-base \
+    python -m pasu.eval.voice_sensitivity --checkpoint shipped=models/pretrained/pasu-base \
         --checkpoint new=~/.cache/pasu/runs/NAME/best.pt --json eval/results/voices/report.json
 """
 
@@ -19,18 +19,18 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from pasu.device.audio import load_audio
+from pasu.device.frontend import GlobalCmvn, compute_fbank
+from pasu.eval.metrics import wer
+from pasu.eval.reports import machine, save_report
+from pasu.eval.slurp import Recording, load_recordings
+from pasu.models.augment import source_positions, warp_bands
+from pasu.models.export import load_checkpoint_model
+from pasu.models.onnx_import import is_model_dir
+from pasu.models.tokenizer import Tokenizer
+from pasu.models.train import greedy_ctc_texts
 from tqdm import tqdm
 
-from device.audio import load_audio
-from device.frontend import GlobalCmvn, compute_fbank
-from eval.metrics import wer
-from eval.reports import machine, save_report
-from eval.slurp import Recording, load_recordings
-from models.augment import source_positions, warp_bands
-from models.export import load_checkpoint_model
-from models.onnx_import import is_model_dir
-from models.tokenizer import Tokenizer
-from models.train import greedy_ctc_texts
 from pasu.paths import slurp_tts_dir
 
 DEFAULT_WARPS = (0.85, 0.9, 1.0, 1.1, 1.15)
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         [float(w) for w in args.warps.split(",")],
         args.sweep_split,
     )
-    command = "python -m eval.voice_sensitivity " + shlex.join(
+    command = "python -m pasu.eval.voice_sensitivity " + shlex.join(
         sys.argv[1:] if argv is None else argv
     )
     print(

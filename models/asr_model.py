@@ -28,8 +28,7 @@ from espnet.nets.pytorch_backend.transformer.positionwise_feed_forward import (
 from espnet2.asr.ctc import CTC
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr_transducer.encoder.modules.convolution import ConformerConvolution
-
-from device.encoder import subsampled_length
+from pasu.device.encoder import subsampled_length
 
 IGNORE_ID = -1
 

@@ -7,9 +7,8 @@ import time
 from pathlib import Path
 
 import torch
-
-from models.compute_cost import compute_cost
-from models.export import load_checkpoint_model
+from pasu.models.compute_cost import compute_cost
+from pasu.models.export import load_checkpoint_model
 
 
 def _sizes(model_dir: Path) -> dict[str, float]:

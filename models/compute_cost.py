@@ -3,9 +3,8 @@ ingestion (subsampling + convolution blocks, per audio segment) and what must ru
 end of speech (attention blocks + CTC over the whole input, and each decoder step)."""
 
 import torch
+from pasu.models.asr_model import LateContextModel, subsampled_length
 from torch.utils.flop_counter import FlopCounterMode
-
-from models.asr_model import LateContextModel, subsampled_length
 
 FRAMES_PER_SECOND = 100
 
@@ -27,7 +26,7 @@ def compute_cost(model: LateContextModel, seconds: float = 4.0, tokens: int = 12
     attention = _flops(model.contextualize, ingested, torch.tensor([encoder_frames]))
     attention += _flops(model.ctc.log_softmax, ingested)
     # The device's decoder graphs: keys/values projected once, then a step per token.
-    from models.export import DecoderMemoryGraph, DecoderStepGraph
+    from pasu.models.export import DecoderMemoryGraph, DecoderStepGraph
 
     history = torch.full((5, tokens), model.sos, dtype=torch.long)
     with torch.no_grad():

@@ -30,8 +30,7 @@ import onnx
 import torch
 from espnet.nets.pytorch_backend.transformer.mask import subsequent_mask
 from onnx import TensorProto, helper, numpy_helper
-
-from models.asr_model import LateContextModel, ModelConfig
+from pasu.models.asr_model import LateContextModel, ModelConfig
 
 OPSET = 17
 # Positional-encoding tables are traced in as constants: keep what the device can use.
@@ -269,7 +268,7 @@ def write_model_dir(
 def load_checkpoint_model(checkpoint: Path) -> LateContextModel:
     """The torch model of a training checkpoint, a float16 state file or a shipped model
     directory (rebuilt from its graphs, `models.onnx_import`)."""
-    from models.onnx_import import is_model_dir, model_from_model_dir
+    from pasu.models.onnx_import import is_model_dir, model_from_model_dir
 
     if is_model_dir(checkpoint):
         return model_from_model_dir(checkpoint)

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pasu.device.audio import load_audio
+from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn, compute_fbank
+from pasu.eval.slurp import Recording
 from tqdm import tqdm
 
-from device.audio import load_audio
-from device.frontend import NUM_MEL_BINS, GlobalCmvn, compute_fbank
-from eval.slurp import Recording
 from pasu.errors import AudioError, DataError
 from pasu.paths import cache_dir
 

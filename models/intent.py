@@ -12,12 +12,12 @@ from typing import Protocol
 import joblib
 import numpy as np
 import sklearn
+from pasu.device.intent import IntentParts, IntentPrediction  # noqa: F401 (re-exported)
+from pasu.models.text import normalize_for_wer
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline, make_union
 
-from device.intent import IntentParts, IntentPrediction  # noqa: F401 (re-exported)
-from models.text import normalize_for_wer
 from pasu.errors import ConfigError
 
 WORD_FEATURES = 20_000

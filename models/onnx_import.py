@@ -24,8 +24,7 @@ import numpy as np
 import onnx
 import torch
 from onnx import numpy_helper
-
-from models.asr_model import LateContextModel, ModelConfig
+from pasu.models.asr_model import LateContextModel, ModelConfig
 
 GRAPHS = ("conv_stack", "encoder_top", "decoder_memory", "decoder_step")
 FP16_SUFFIX = "__fp16"
@@ -121,7 +120,7 @@ def _initializer_sources(
 ) -> tuple[dict[tuple[str, str], tuple[str, bool]], dict[tuple[str, str], np.ndarray]]:
     """From a tagged probe: (graph, initializer name) → (torch tensor name, transposed?), and
     the initializers that are no weight (positional tables, scales) with their values."""
-    from models.export import export_graphs
+    from pasu.models.export import export_graphs
 
     probe = LateContextModel(config).eval()
     _make_batchnorms_identity(probe)

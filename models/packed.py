@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pasu.device.frontend import GlobalCmvn
+from pasu.models.features import CachedUtterance
+from pasu.models.tokenizer import Tokenizer
 from tqdm import tqdm
 
-from device.frontend import GlobalCmvn
-from models.features import CachedUtterance
-from models.tokenizer import Tokenizer
 from pasu.errors import DataError
 
 QUANTISATION_STEP = 0.25
@@ -148,7 +148,7 @@ def pack_run(
     validation sample, with the run's tokenizer and CMVN (also saved beside the packs). `skip`
     leaves out the first utterances of the (seeded) order, so that later packs hold other
     utterances than earlier ones."""
-    from models.features import iter_cached
+    from pasu.models.features import iter_cached
 
     tokenizer = Tokenizer(run_dir / "tokenizer.model")
     cmvn = GlobalCmvn.load(run_dir / "cmvn.npz")

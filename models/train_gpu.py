@@ -17,22 +17,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from device.frontend import GlobalCmvn
-from eval.metrics import wer
-from models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
-from models.augment import VoicePerturbation, build_voice_perturbation
-from models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
-from models.packed import PackedUtterance, read_pack
-from models.tokenizer import Tokenizer
-from models.train import (
+from pasu.device.frontend import GlobalCmvn
+from pasu.eval.metrics import wer
+from pasu.models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
+from pasu.models.augment import VoicePerturbation, build_voice_perturbation
+from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
+from pasu.models.packed import PackedUtterance, read_pack
+from pasu.models.tokenizer import Tokenizer
+from pasu.models.train import (
     MODEL_SIZES,
     build_optimizer,
     build_specaug,
     epoch_batches,
     greedy_ctc_texts,
 )
-from models.weights import load_weights, save_shards
+from pasu.models.weights import load_weights, save_shards
 
 
 class GpuCorpus:

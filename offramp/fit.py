@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+from pasu.offramp.calibrate import threshold_for_offload_ratio, threshold_for_target_wer
+from pasu.offramp.features import OfframpFeatures
+from pasu.offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
+from pasu.offramp.scores import BiLstmScorer, perplexity
 
-from offramp.calibrate import threshold_for_offload_ratio, threshold_for_target_wer
-from offramp.features import OfframpFeatures
-from offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
-from offramp.scores import BiLstmScorer, perplexity
 from pasu.errors import ConfigError
 
 WRONG_WER = 0.1  # the BiLSTM predicts P(device WER > 0.1), as in the paper
@@ -42,7 +42,7 @@ def _write_config(model_dir: Path, config: dict) -> None:
 
 
 def train_offramp(model_dir: Path, rows: list[dict], seed: int = 0) -> dict:
-    from offramp.train import train_bilstm
+    from pasu.offramp.train import train_bilstm
 
     usable = [r for r in rows if judged_features(r) is not None]
     if len(usable) < 50:

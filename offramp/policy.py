@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from pasu.offramp.features import OfframpFeatures
+from pasu.offramp.scores import BiLstmScorer, perplexity
 
-from offramp.features import OfframpFeatures
-from offramp.scores import BiLstmScorer, perplexity
 from pasu.errors import ConfigError
 
 POLICIES = ("ppl", "lstm", "never", "always")

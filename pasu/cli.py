@@ -30,8 +30,8 @@ def _positive_int(text: str) -> int:
 
 
 def cmd_data_synth(args: argparse.Namespace) -> int:
-    from eval.tts.corpus import synthesize_split
-    from eval.tts.voices import voice_by_slug
+    from pasu.eval.tts.corpus import synthesize_split
+    from pasu.eval.tts.voices import voice_by_slug
 
     voices = [voice_by_slug(slug) for slug in args.voice] if args.voice else None
     out = Path(args.out).expanduser() if args.out else slurp_tts_dir()
@@ -58,8 +58,8 @@ def cmd_data_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_data_voices(args: argparse.Namespace) -> int:
-    from eval.tts.engines import voice_available
-    from eval.tts.voices import VOICE_GROUPS
+    from pasu.eval.tts.engines import voice_available
+    from pasu.eval.tts.voices import VOICE_GROUPS
 
     rows = [
         {"voice": v.slug, "group": split, "engine": v.engine, "installed": voice_available(v)}
@@ -91,7 +91,7 @@ def _adopt_frontend(source: Path, run_dir: Path) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from models.train import TrainConfig, default_run_dir, train
+    from pasu.models.train import TrainConfig, default_run_dir, train
 
     config = TrainConfig(
         data_dir=str(Path(args.data).expanduser() if args.data else slurp_tts_dir()),
@@ -127,8 +127,8 @@ def _train_and_report_intent(
 ) -> int:
     """Fit on devel gold text (plus the train sentences, pseudo-labelled), score on gold test
     text, save."""
-    from eval.slurp import load_sentences, unique_sentences
-    from models.intent import accuracy
+    from pasu.eval.slurp import load_sentences, unique_sentences
+    from pasu.models.intent import accuracy
 
     devel, test = load_sentences("devel"), load_sentences("test")
     unlabelled = (
@@ -146,7 +146,7 @@ def _train_and_report_intent(
 def cmd_train_intent(args: argparse.Namespace) -> int:
     from functools import partial
 
-    from models.intent import IntentClassifier, export_numpy_intent, train_intent_classifier
+    from pasu.models.intent import IntentClassifier, export_numpy_intent, train_intent_classifier
 
     if args.no_self_training and args.teacher is not None:
         raise ConfigError(
@@ -154,7 +154,7 @@ def cmd_train_intent(args: argparse.Namespace) -> int:
         )
     teacher = teacher_path = None
     if not args.no_self_training and (args.teacher or "").lower() != "none":
-        from cloud.intent import load_intent_file
+        from pasu.cloud.intent import load_intent_file
 
         teacher_path = Path(args.teacher or CLOUD_INTENT_PATH).expanduser()
         teacher = load_intent_file(teacher_path)
@@ -170,7 +170,7 @@ def cmd_train_intent(args: argparse.Namespace) -> int:
 
 
 def cmd_train_cloud_intent(args: argparse.Namespace) -> int:
-    from cloud.intent import train_embedding_classifier
+    from pasu.cloud.intent import train_embedding_classifier
 
     def train(texts, intents, unlabelled):
         return train_embedding_classifier(texts, intents, unlabelled, progress=True)
@@ -183,7 +183,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from cloud.settings import SETTINGS_ENV, ServiceSettings, check_no_auth_host, read_api_keys
+    from pasu.cloud.settings import SETTINGS_ENV, ServiceSettings, check_no_auth_host, read_api_keys
 
     if args.no_auth:
         check_no_auth_host(args.host)
@@ -204,13 +204,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     os.environ[SETTINGS_ENV] = settings.to_env()
     if args.workers == 1:  # load the model before listening, so start-up errors show here
-        from cloud.app import create_app_from_env
+        from pasu.cloud.app import create_app_from_env
 
         app = create_app_from_env()
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     else:
         uvicorn.run(
-            "cloud.app:create_app_from_env",
+            "pasu.cloud.app:create_app_from_env",
             factory=True,
             host=args.host,
             port=args.port,
@@ -221,7 +221,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_whisper_window(args: argparse.Namespace) -> int:
-    from eval.bench_whisper_window import run, write_report
+    from pasu.eval.bench_whisper_window import run, write_report
 
     report = run(
         Path(args.data), args.model, args.split, args.limit, args.threads, args.window_bucket
@@ -231,7 +231,7 @@ def cmd_bench_whisper_window(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_cloud(args: argparse.Namespace) -> int:
-    from eval.bench_cloud import run, summary_ok, write_report
+    from pasu.eval.bench_cloud import run, summary_ok, write_report
 
     audio = [_existing(a, "audio file") for a in args.audio]
     serve_args = [
@@ -252,7 +252,7 @@ def cmd_bench_cloud(args: argparse.Namespace) -> int:
 def cmd_understand(args: argparse.Namespace) -> int:
     import os
 
-    from device.api import Understander
+    from pasu.device.api import Understander
 
     files = [_existing(f, "audio file") for f in args.files]
     understander = Understander(
@@ -292,13 +292,13 @@ def _understanding_table(results) -> str:
 
 
 def _runs(args: argparse.Namespace, split: str) -> list[dict]:
-    from eval.corpus_runs import device_runs
+    from pasu.eval.corpus_runs import device_runs
 
     return device_runs(Path(args.model), Path(args.data), split, args.limit)
 
 
 def cmd_offramp_train(args: argparse.Namespace) -> int:
-    from offramp.fit import train_offramp
+    from pasu.offramp.fit import train_offramp
 
     metrics = train_offramp(Path(args.model), _runs(args, "devel"), seed=args.seed)
     print(f"BiLSTM offramp -> {args.model}: {metrics}")
@@ -306,8 +306,8 @@ def cmd_offramp_train(args: argparse.Namespace) -> int:
 
 
 def cmd_offramp_calibrate(args: argparse.Namespace) -> int:
-    from eval.corpus_runs import cloud_runs
-    from offramp.fit import calibrate
+    from pasu.eval.corpus_runs import cloud_runs
+    from pasu.offramp.fit import calibrate
 
     rows = _runs(args, "devel")
     cloud = None
@@ -332,8 +332,8 @@ def cmd_offramp_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_slurp(args: argparse.Namespace) -> int:
-    from eval.reports import save_report
-    from eval.slurp_eval import format_report, run, write_plots, write_system_predictions
+    from pasu.eval.reports import save_report
+    from pasu.eval.slurp_eval import format_report, run, write_plots, write_system_predictions
 
     model = _existing(args.model, "device model directory")
     checkpoint = _existing(args.checkpoint, "torch checkpoint")
@@ -350,9 +350,9 @@ def cmd_eval_slurp(args: argparse.Namespace) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    from models.features import split_cache_dir
-    from models.packed import pack_run
-    from models.train import TrainConfig, default_run_dir, validation_cache_dir
+    from pasu.models.features import split_cache_dir
+    from pasu.models.packed import pack_run
+    from pasu.models.train import TrainConfig, default_run_dir, validation_cache_dir
 
     run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
     _existing(str(run_dir / "train_config.json"), "run configuration (run `pasu train` first)")
@@ -373,8 +373,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from models.export import export_model_dir, save_float16_state
-    from models.train import default_run_dir
+    from pasu.models.export import export_model_dir, save_float16_state
+    from pasu.models.train import default_run_dir
 
     run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
     checkpoint = run_dir / f"{args.checkpoint}.pt"
@@ -389,7 +389,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_decoders(args: argparse.Namespace) -> int:
-    from eval.bench_decoders import run, write_report
+    from pasu.eval.bench_decoders import run, write_report
 
     _existing(args.model, "model directory")
     _existing(args.checkpoint, "checkpoint")
@@ -408,9 +408,9 @@ def cmd_bench_decoders(args: argparse.Namespace) -> int:
 
 
 def cmd_model_card(args: argparse.Namespace) -> int:
-    from eval.device_eval import evaluate
-    from models.card import write_model_card
-    from models.train import default_run_dir
+    from pasu.eval.device_eval import evaluate
+    from pasu.models.card import write_model_card
+    from pasu.models.train import default_run_dir
 
     model_dir = _existing(args.model, "model directory")
     run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)
@@ -432,7 +432,7 @@ def cmd_model_card(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_memory(args: argparse.Namespace) -> int:
-    from eval.bench_memory import run, write_report
+    from pasu.eval.bench_memory import run, write_report
 
     model = _existing(args.model, "device model directory")
     intent = _existing(args.intent, "intent classifier") if args.intent else None
@@ -442,7 +442,7 @@ def cmd_bench_memory(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_device(args: argparse.Namespace) -> int:
-    from eval.bench_device import SYSTEMS, run, write_report
+    from pasu.eval.bench_device import SYSTEMS, run, write_report
 
     unknown = [n for n in args.system if n not in SYSTEMS]
     if unknown:

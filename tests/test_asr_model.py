@@ -2,7 +2,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.asr_model import IGNORE_ID, LateContextModel, subsampled_length  # noqa: E402
+from pasu.models.asr_model import IGNORE_ID, LateContextModel, subsampled_length  # noqa: E402
 
 from .conftest import tiny_model_config  # noqa: E402
 
@@ -64,7 +64,7 @@ def test_hybrid_loss_trains(model):
 
 
 def test_compute_cost_splits_ingestion_from_what_runs_after(model):
-    from models.compute_cost import compute_cost
+    from pasu.models.compute_cost import compute_cost
 
     cost = compute_cost(model, seconds=2.0)
     per_second = cost["gflops_per_audio_second"]

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 import soundfile as sf
+from pasu.device.audio import load_audio
 
-from device.audio import load_audio
 from pasu.errors import AudioError
 
 

@@ -4,9 +4,8 @@ right way, padding stays zero, and the trainers take it up."""
 import numpy as np
 import pytest
 import torch
-
-from device.frontend import GlobalCmvn
-from models.augment import (
+from pasu.device.frontend import GlobalCmvn
+from pasu.models.augment import (
     VoicePerturbation,
     build_voice_perturbation,
     mel_bin_centres,

@@ -1,9 +1,8 @@
 import json
 
 import pytest
-
-from eval.bench_intent import format_report, main, run
-from models.intent import train_intent_classifier
+from pasu.eval.bench_intent import format_report, main, run
+from pasu.models.intent import train_intent_classifier
 
 TEXTS = ["wake me up at eight am", "set an alarm", "what's the weather like", "will it rain"]
 INTENTS = ["alarm_set", "alarm_set", "weather_query", "weather_query"]
@@ -61,4 +60,4 @@ def test_command_line_writes_json_and_markdown(classifiers, real_layout_corpus, 
         + ["--data", str(real_layout_corpus), "--json", str(out)]
     )
     assert json.loads(out.read_text())["rows"][1]["good"] == 1.0
-    assert out.with_suffix(".md").read_text().startswith("`python -m eval.bench_intent")
+    assert out.with_suffix(".md").read_text().startswith("`python -m pasu.eval.bench_intent")

@@ -1,6 +1,6 @@
 """The memory benchmark measures a fresh process per configuration."""
 
-from eval.bench_memory import format_report, run
+from pasu.eval.bench_memory import format_report, run
 
 
 def test_memory_benchmark_reports_growing_peaks_per_stage(tiny_model, tiny_corpus):

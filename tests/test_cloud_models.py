@@ -3,11 +3,15 @@
 import zlib
 
 import numpy as np
+import pasu.cloud.whisper_models as whisper_models
 import pytest
+from pasu.cloud.asr import ShortWindowGuards, WhisperOptions
+from pasu.cloud.intent import (
+    EmbeddingIntentClassifier,
+    SentenceEmbedder,
+    train_embedding_classifier,
+)
 
-import cloud.whisper_models as whisper_models
-from cloud.asr import ShortWindowGuards, WhisperOptions
-from cloud.intent import EmbeddingIntentClassifier, SentenceEmbedder, train_embedding_classifier
 from pasu.errors import ConfigError
 
 
@@ -106,7 +110,7 @@ def test_embedding_classifier_trains_saves_and_loads(tmp_path):
 
 
 def test_shipped_cloud_intent_classifier_reads_whisper_style_text():
-    from cloud.understanding import CLOUD_INTENT_PATH
+    from pasu.cloud.understanding import CLOUD_INTENT_PATH
 
     classifier = EmbeddingIntentClassifier.load(CLOUD_INTENT_PATH)
     predictions = classifier.predict(["Wake me up at 8 a.m. tomorrow.", "What's the weather like?"])

@@ -12,12 +12,12 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from pasu.cloud.app import create_app
+from pasu.cloud.asr import Transcript
+from pasu.cloud.settings import ServiceSettings, check_no_auth_host, read_api_keys
+from pasu.cloud.understanding import TEXT_INTENT_PATH, CloudUnderstanding
+from pasu.models.intent import IntentPrediction
 
-from cloud.app import create_app
-from cloud.asr import Transcript
-from cloud.settings import ServiceSettings, check_no_auth_host, read_api_keys
-from cloud.understanding import TEXT_INTENT_PATH, CloudUnderstanding
-from models.intent import IntentPrediction
 from pasu.errors import ConfigError
 from tests.servers import serving
 
@@ -34,9 +34,9 @@ def encoded(samples: np.ndarray, rate_hz: int, audio_format: str = "WAV") -> byt
 
 @pytest.fixture(scope="module")
 def whisper_server():
-    from cloud.asr import WhisperOptions, WhisperRecognizer
-    from cloud.whisper_models import whisper_tiny_en
-    from models.intent import IntentClassifier
+    from pasu.cloud.asr import WhisperOptions, WhisperRecognizer
+    from pasu.cloud.whisper_models import whisper_tiny_en
+    from pasu.models.intent import IntentClassifier
 
     understanding = CloudUnderstanding(
         WhisperRecognizer(whisper_tiny_en(), WhisperOptions(cpu_threads=1, beam_size=2)),
@@ -262,7 +262,7 @@ class SlowRecognizer:
 
 
 def test_load_benchmark_gets_an_answer_or_a_503_for_every_request():
-    from eval.bench_cloud import drive, format_row
+    from pasu.eval.bench_cloud import drive, format_row
 
     settings = ServiceSettings(require_auth=False, model_workers=1, max_queue=1)
     app = create_app(settings, CloudUnderstanding(SlowRecognizer(), FixedIntent()))

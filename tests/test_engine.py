@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 import soundfile as sf
+from pasu.device.decoding import BeamSearch
+from pasu.device.encoder import StreamingEncoder
+from pasu.device.engine import PLAIN, Engine, EngineConfig
+from pasu.device.frontend import compute_fbank
 
-from device.decoding import BeamSearch
-from device.encoder import StreamingEncoder
-from device.engine import PLAIN, Engine, EngineConfig
-from device.frontend import compute_fbank
 from pasu.errors import AudioError, PasuError
 
 
@@ -126,7 +126,7 @@ def test_understand_audio_replays_a_file(engine, tmp_path):
 
 
 def test_virtual_clock_replay_schedules_pilots_like_real_time(tiny_model):
-    from device.latency import replay_virtual
+    from pasu.device.latency import replay_virtual
 
     engine = Engine(tiny_model[1], EngineConfig(first_pilot_s=1.5, pilot_interval_s=0.5))
     result, latency = replay_virtual(engine, _audio(3.2))
@@ -142,7 +142,7 @@ def test_virtual_clock_replay_schedules_pilots_like_real_time(tiny_model):
 
 @pytest.mark.slow
 def test_virtual_and_real_time_latency_agree_within_15_percent(tiny_model):
-    from device.latency import replay_realtime, replay_virtual
+    from pasu.device.latency import replay_realtime, replay_virtual
 
     engine = Engine(tiny_model[1], EngineConfig(first_pilot_s=1.5, pilot_interval_s=0.5))
     audio = [_audio(2.0 + 0.5 * i, seed=i) for i in range(4)]

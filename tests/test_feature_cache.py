@@ -1,9 +1,8 @@
 import numpy as np
 import soundfile as sf
-
-from device.frontend import compute_fbank
-from eval.slurp import load_recordings
-from models import features as feature_cache
+from pasu.device.frontend import compute_fbank
+from pasu.eval.slurp import load_recordings
+from pasu.models import features as feature_cache
 
 
 def test_cache_holds_device_features_and_resumes(real_layout_corpus, tmp_path, monkeypatch):

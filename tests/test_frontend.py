@@ -1,6 +1,5 @@
 import numpy as np
-
-from device.frontend import NUM_MEL_BINS, GlobalCmvn, StreamingFbank, compute_fbank
+from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn, StreamingFbank, compute_fbank
 
 
 def _speechlike(seconds: float, seed: int = 0) -> np.ndarray:

@@ -8,10 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.packed import QUANTISATION_STEP, read_pack, write_packs  # noqa: E402
-from models.train import MODEL_SIZES, TrainConfig, prepare_run, train  # noqa: E402
-from models.train_gpu import main as train_gpu  # noqa: E402
-from models.weights import load_shards, load_weights, save_shards  # noqa: E402
+from pasu.models.packed import QUANTISATION_STEP, read_pack, write_packs  # noqa: E402
+from pasu.models.train import MODEL_SIZES, TrainConfig, prepare_run, train  # noqa: E402
+from pasu.models.train_gpu import main as train_gpu  # noqa: E402
+from pasu.models.weights import load_shards, load_weights, save_shards  # noqa: E402
 
 
 def _prepared(tiny_corpus, run_dir):
@@ -22,7 +22,7 @@ def _prepared(tiny_corpus, run_dir):
 
 
 def _pack(tiny_corpus, tmp_path):
-    from models.features import iter_cached
+    from pasu.models.features import iter_cached
 
     config, tokenizer, cmvn, splits = _prepared(tiny_corpus, tmp_path / "run")
     packs = tmp_path / "packs"
@@ -36,7 +36,7 @@ def _pack(tiny_corpus, tmp_path):
 
 
 def test_packs_hold_every_utterance_within_the_quantisation_step(tiny_corpus, tmp_path):
-    from models.features import iter_cached
+    from pasu.models.features import iter_cached
 
     _, tokenizer, cmvn, splits, written = _pack(tiny_corpus, tmp_path)
     assert len(written) >= 3  # 16 train utterances did not fit one 20 kB pack
@@ -53,7 +53,7 @@ def test_packs_hold_every_utterance_within_the_quantisation_step(tiny_corpus, tm
 
 def test_weight_shards_round_trip_at_half_precision(tmp_path):
     state = {"a": torch.randn(300, 300), "b": torch.randn(10), "n": torch.tensor(7)}
-    from models import weights
+    from pasu.models import weights
 
     original = weights.SHARD_BYTES
     weights.SHARD_BYTES = 100_000  # a (180 kB at fp16) and b land in separate shards
@@ -68,7 +68,7 @@ def test_weight_shards_round_trip_at_half_precision(tmp_path):
 
 
 def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_path, monkeypatch):
-    from models.augment import VoicePerturbation
+    from pasu.models.augment import VoicePerturbation
 
     perturbed = []
     forward = VoicePerturbation.forward
@@ -145,9 +145,9 @@ def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_pa
 
 
 def test_a_gathered_batch_equals_the_padded_utterances():
-    from models.asr_model import IGNORE_ID
-    from models.packed import PackedUtterance
-    from models.train_gpu import GpuCorpus
+    from pasu.models.asr_model import IGNORE_ID
+    from pasu.models.packed import PackedUtterance
+    from pasu.models.train_gpu import GpuCorpus
 
     rng = np.random.default_rng(0)
     utterances = [
@@ -173,8 +173,8 @@ def test_a_gathered_batch_equals_the_padded_utterances():
 
 
 def test_pack_run_saves_the_cmvn_beside_the_packs(tiny_corpus, tmp_path):
-    from device.frontend import GlobalCmvn
-    from models.packed import pack_run
+    from pasu.device.frontend import GlobalCmvn
+    from pasu.models.packed import pack_run
 
     _, _, cmvn, splits = _prepared(tiny_corpus, tmp_path / "run")
     out = tmp_path / "packs"
@@ -190,8 +190,8 @@ def test_pack_run_saves_the_cmvn_beside_the_packs(tiny_corpus, tmp_path):
 def test_both_trainers_start_from_a_shipped_model_directory(tiny_corpus, tmp_path, capsys):
     """A fresh machine has no training checkpoint, only the shipped graphs: training carries on
     from the model rebuilt from them, its folded BatchNorms calibrated on training batches."""
-    from models.asr_model import LateContextModel, ModelConfig
-    from models.export import write_model_dir
+    from pasu.models.asr_model import LateContextModel, ModelConfig
+    from pasu.models.export import write_model_dir
 
     config, tokenizer, cmvn, _, _ = _pack(tiny_corpus, tmp_path)
     run = tmp_path / "run"

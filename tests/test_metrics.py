@@ -1,8 +1,7 @@
 import math
 
 import pytest
-
-from eval.metrics import (
+from pasu.eval.metrics import (
     intent_accuracy,
     latency_percentiles,
     offload_ratio,
@@ -10,7 +9,8 @@ from eval.metrics import (
     wer,
     word_errors,
 )
-from eval.predictions import Prediction, write_predictions
+from pasu.eval.predictions import Prediction, write_predictions
+
 from pasu.errors import DataError
 
 

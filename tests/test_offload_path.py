@@ -13,17 +13,17 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
+from pasu.cloud.app import create_app
+from pasu.cloud.asr import Transcript
+from pasu.cloud.settings import ServiceSettings
+from pasu.cloud.understanding import CloudUnderstanding
+from pasu.device.api import Understander
+from pasu.device.offload import AzureSpeechClient, HttpCloudClient, OffloadFailed
+from pasu.models.intent import IntentPrediction, train_intent_classifier
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from cloud.app import create_app
-from cloud.asr import Transcript
-from cloud.settings import ServiceSettings
-from cloud.understanding import CloudUnderstanding
-from device.api import Understander
-from device.offload import AzureSpeechClient, HttpCloudClient, OffloadFailed
-from models.intent import IntentPrediction, train_intent_classifier
 from pasu.errors import ConfigError
 from tests.servers import serving
 

@@ -5,13 +5,17 @@ import json
 import numpy as np
 import pytest
 import torch
+from pasu.device.decoding import DecodingResult
+from pasu.offramp.calibrate import (
+    offload_curve,
+    threshold_for_offload_ratio,
+    threshold_for_target_wer,
+)
+from pasu.offramp.features import LOG_PROB_FLOOR, OfframpFeatures
+from pasu.offramp.policy import CONFIG_FILE, NaiveHybrid, ThresholdPolicy, load_policy
+from pasu.offramp.scores import EMPTY_PERPLEXITY, BiLstmScorer, perplexity
+from pasu.offramp.train import BiLstmOfframp, to_scorer, train_bilstm
 
-from device.decoding import DecodingResult
-from offramp.calibrate import offload_curve, threshold_for_offload_ratio, threshold_for_target_wer
-from offramp.features import LOG_PROB_FLOOR, OfframpFeatures
-from offramp.policy import CONFIG_FILE, NaiveHybrid, ThresholdPolicy, load_policy
-from offramp.scores import EMPTY_PERPLEXITY, BiLstmScorer, perplexity
-from offramp.train import BiLstmOfframp, to_scorer, train_bilstm
 from pasu.errors import ConfigError
 
 

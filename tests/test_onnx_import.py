@@ -8,20 +8,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from device.frontend import NUM_MEL_BINS, GlobalCmvn  # noqa: E402
-from models.asr_model import LateContextModel  # noqa: E402
-from models.export import (  # noqa: E402
+from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn  # noqa: E402
+from pasu.models.asr_model import LateContextModel  # noqa: E402
+from pasu.models.export import (  # noqa: E402
     load_checkpoint_model,
     round_weights_to_float16,
     write_model_dir,  # noqa: E402
 )
-from models.onnx_import import (  # noqa: E402
+from pasu.models.onnx_import import (  # noqa: E402
     GraphMismatch,
     calibrate_batchnorms,
     model_from_model_dir,
 )
-from models.tokenizer import train_tokenizer  # noqa: E402
-from models.weights import load_weights  # noqa: E402
+from pasu.models.tokenizer import train_tokenizer  # noqa: E402
+from pasu.models.weights import load_weights  # noqa: E402
 
 from .test_asr_model import TINY  # noqa: E402
 from .test_tokenizer import SENTENCES  # noqa: E402
@@ -131,10 +131,11 @@ def test_an_initializer_this_export_code_does_not_write_is_refused(shipped, tmp_
 
 
 def test_the_shipped_model_rebuilt_matches_its_graphs_on_a_sample():
-    from device.audio import load_audio
-    from device.encoder import StreamingEncoder
-    from device.frontend import compute_fbank
-    from device.model import DeviceModel
+    from pasu.device.audio import load_audio
+    from pasu.device.encoder import StreamingEncoder
+    from pasu.device.frontend import compute_fbank
+    from pasu.device.model import DeviceModel
+
     from pasu.paths import REPO_ROOT
 
     model_dir = REPO_ROOT / "models" / "pretrained" / "pasu-base"

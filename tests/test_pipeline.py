@@ -4,9 +4,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from eval.bench_decoders import format_table, run  # noqa: E402
-from models.export import export_model_dir  # noqa: E402
-from models.train import TrainConfig, train  # noqa: E402
+from pasu.eval.bench_decoders import format_table, run  # noqa: E402
+from pasu.models.export import export_model_dir  # noqa: E402
+from pasu.models.train import TrainConfig, train  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +43,8 @@ def test_both_decoders_agree_on_the_exported_model(trained):
 
 
 def test_model_card_reports_measured_accuracy_and_cost(trained):
-    from eval.device_eval import evaluate
-    from models.card import write_model_card
+    from pasu.eval.device_eval import evaluate
+    from pasu.models.card import write_model_card
 
     corpus, run_dir, model_dir = trained
     accuracy = evaluate(model_dir, corpus, "devel", limit=4, progress=False)
@@ -60,8 +60,8 @@ def test_model_card_reports_measured_accuracy_and_cost(trained):
 
 
 def test_device_benchmark_compares_systems_side_by_side(trained):
-    from eval.bench_device import format_table as device_table
-    from eval.bench_device import run as bench_device
+    from pasu.eval.bench_device import format_table as device_table
+    from pasu.eval.bench_device import run as bench_device
 
     corpus, run_dir, model_dir = trained
     report = bench_device(
@@ -80,8 +80,8 @@ def test_device_benchmark_compares_systems_side_by_side(trained):
 
 
 def test_voice_sensitivity_compares_checkpoints_by_voice_and_warp(trained):
-    from eval.voice_sensitivity import format_report
-    from eval.voice_sensitivity import run as voice_sensitivity
+    from pasu.eval.voice_sensitivity import format_report
+    from pasu.eval.voice_sensitivity import run as voice_sensitivity
 
     corpus, run_dir, model_dir = trained
     report = voice_sensitivity(

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(not MODEL_DIR.is_dir(), reason="no shipped devic
 DECODE = """
 import json, sys
 from pathlib import Path
-from device.engine import PLAIN, Engine
-from eval.metrics import wer
+from pasu.device.engine import PLAIN, Engine
+from pasu.eval.metrics import wer
 samples = Path(sys.argv[1])
 rows = [json.loads(line) for line in (samples / "samples.jsonl").read_text().splitlines()]
 engine = Engine(Path(sys.argv[2]), PLAIN)

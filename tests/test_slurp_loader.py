@@ -1,8 +1,8 @@
 import json
 
 import pytest
+from pasu.eval.slurp import is_close_talk, load_recordings, load_sentences, read_jsonl
 
-from eval.slurp import is_close_talk, load_recordings, load_sentences, read_jsonl
 from pasu.errors import DataError
 
 

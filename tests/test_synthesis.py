@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
-
-from eval.slurp import load_recordings
-from eval.tts import engines
-from eval.tts.corpus import plan_split, synthesize_split
-from eval.tts.voices import (
+from pasu.eval.slurp import load_recordings
+from pasu.eval.tts import engines
+from pasu.eval.tts.corpus import plan_split, synthesize_split
+from pasu.eval.tts.voices import (
     DEVEL_VOICES,
     ENGINES,
     TEST_VOICES,
@@ -19,6 +18,7 @@ from eval.tts.voices import (
     Voice,
     voice_by_slug,
 )
+
 from pasu.errors import SynthesisError
 
 from .conftest import slurp_record
@@ -86,7 +86,7 @@ def test_voice_groups_are_disjoint_and_as_specified():
 
 
 def test_plans_are_deterministic_and_keep_to_their_group():
-    from eval.slurp import load_sentences
+    from pasu.eval.slurp import load_sentences
 
     sentences = load_sentences("test")[:60]
     first, second = plan_split("test", sentences, seed=3), plan_split("test", sentences, seed=3)
@@ -99,8 +99,8 @@ def test_plans_are_deterministic_and_keep_to_their_group():
 
 
 def test_train_plan_has_eight_renditions_half_far_field_from_train_voices_only():
-    from eval.slurp import Sentence
-    from eval.tts.voices import EXTRA_TRAIN_FAMILIES, TRAIN_FAMILIES
+    from pasu.eval.slurp import Sentence
+    from pasu.eval.tts.voices import EXTRA_TRAIN_FAMILIES, TRAIN_FAMILIES
 
     sentences = [Sentence(None, f"sentence {i}", None, None) for i in range(200)]
     plans = plan_split("train", sentences, seed=0)
@@ -150,7 +150,7 @@ def test_empty_sentence_is_refused():
 
 
 def test_voice_of_another_group_is_refused():
-    from eval.slurp import Sentence
+    from pasu.eval.slurp import Sentence
 
     with pytest.raises(SynthesisError, match="do not belong to the train group"):
         plan_split("train", [Sentence(None, "hi", None, None)], 0, [voice_by_slug("pico-en-us")])
@@ -198,15 +198,14 @@ def test_cli_lists_voices_by_group():
 
 def test_silent_engine_output_is_a_synthesis_error():
     import numpy as np
-
-    from eval.tts.effects import trim_silence
+    from pasu.eval.tts.effects import trim_silence
 
     with pytest.raises(SynthesisError, match="silence"):
         trim_silence(np.zeros(16000, np.float32))
 
 
 def test_rendition_is_read_from_a_slurp_tts_file_name():
-    from eval.tts.corpus import rendition_of
+    from pasu.eval.tts.corpus import rendition_of
 
     assert rendition_of("tts-train-00004-6-mbrola-de3-en-headset.flac") == 6
     assert rendition_of("tts-test-02973-1-pico-en-us.flac") == 1

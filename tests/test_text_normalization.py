@@ -1,6 +1,5 @@
 import pytest
-
-from models.text import normalize_for_wer, to_spoken_form
+from pasu.models.text import normalize_for_wer, to_spoken_form
 
 
 @pytest.mark.parametrize(

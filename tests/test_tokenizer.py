@@ -1,6 +1,6 @@
 import pytest
+from pasu.models.tokenizer import BLANK_ID, UNK_ID, Tokenizer, train_tokenizer
 
-from models.tokenizer import BLANK_ID, UNK_ID, Tokenizer, train_tokenizer
 from pasu.errors import ConfigError
 
 SENTENCES = [

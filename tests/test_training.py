@@ -3,7 +3,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from models.train import TrainConfig, epoch_batches, train  # noqa: E402
+from pasu.models.train import TrainConfig, epoch_batches, train  # noqa: E402
 
 
 def _config(corpus, **changes) -> TrainConfig:
@@ -49,7 +49,8 @@ def test_batches_respect_the_frame_budget_and_depend_on_the_epoch_only():
 
 
 def test_renditions_keep_the_first_voices_and_refuse_other_corpora(tmp_path):
-    from models.train import _first_renditions
+    from pasu.models.train import _first_renditions
+
     from pasu.errors import DataError
 
     class Clip:
@@ -64,7 +65,7 @@ def test_renditions_keep_the_first_voices_and_refuse_other_corpora(tmp_path):
 
 
 def test_linear_decay_reaches_zero_at_its_step():
-    from models.train import warmup_schedule
+    from pasu.models.train import warmup_schedule
 
     inverse_sqrt, linear = warmup_schedule(10), warmup_schedule(10, decay_to_zero_at=110)
     assert linear(5) == inverse_sqrt(5) == 0.5

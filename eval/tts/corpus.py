@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+from pasu.device.audio import write_flac
+from pasu.eval.slurp import Sentence, load_sentences, unique_sentences
 from tqdm import tqdm
 
-from device.audio import write_flac
-from eval.slurp import Sentence, load_sentences, unique_sentences
 from pasu.errors import SynthesisError
 
 from . import effects, engines

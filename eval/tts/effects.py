@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+from pasu.device.audio import SAMPLE_RATE_HZ
 from scipy.fft import next_fast_len
 from scipy.signal import fftconvolve
 
-from device.audio import SAMPLE_RATE_HZ
 from pasu.errors import SynthesisError
 
 from .rooms import Room
