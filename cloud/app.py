@@ -23,9 +23,6 @@ import soundfile as sf
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from pasu.cloud.settings import ServiceSettings
-from pasu.cloud.understanding import CloudResult, CloudUnderstanding
-from pasu.device.audio import SAMPLE_RATE_HZ, to_mono
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -36,6 +33,10 @@ from prometheus_client import (
     generate_latest,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pasu.cloud.settings import ServiceSettings
+from pasu.cloud.understanding import CloudResult, CloudUnderstanding
+from pasu.core.audio import SAMPLE_RATE_HZ, to_mono
 
 log = logging.getLogger("pasu.cloud")
 

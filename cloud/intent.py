@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from pasu.models.intent import IntentPrediction, pseudo_labels
-from pasu.models.text import normalize_for_wer
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.core.text import normalize_for_wer
+from pasu.speech.intent import IntentPrediction, pseudo_labels
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 
@@ -172,7 +172,7 @@ def train_embedding_classifier(
 def load_intent_file(path: Path):
     """Any intent classifier file: the cloud's MiniLM `.npz` (it names its embedding), or the
     device's TF-IDF classifier (`.npz` export or scikit-learn `.joblib`)."""
-    from pasu.device.intent import load_intent_model
+    from pasu.speech.intent import load_intent_model
 
     path = Path(path).expanduser()
     if not path.is_file():

@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
 
 SETTINGS_ENV = "PASU_SERVE_SETTINGS"  # JSON, how `pasu serve` hands settings to uvicorn workers
 API_KEYS_ENV = "PASU_API_KEYS"  # comma-separated keys

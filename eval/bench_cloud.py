@@ -20,10 +20,10 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from pasu.eval.metrics import latency_percentiles
-from pasu.eval.reports import save_report
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.core.metrics import latency_percentiles
+from pasu.eval.reports import save_report
 
 
 @contextlib.contextmanager

@@ -14,18 +14,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pasu.device.audio import load_audio
-from pasu.device.decoding import BeamSearch
-from pasu.device.encoder import StreamingEncoder
-from pasu.device.frontend import compute_fbank
-from pasu.device.intent import load_intent_model
-from pasu.device.model import DeviceModel
-from pasu.eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
-from pasu.eval.reports import pct, save_report
-from pasu.eval.slurp import fixed_subset, load_recordings
-from pasu.models.baseline import EspnetBaseline
-from pasu.models.export import load_checkpoint_model, round_weights_to_float16
 from tqdm import tqdm
+
+from pasu.core.audio import load_audio
+from pasu.core.metrics import intent_accuracy, latency_percentiles, wer_by_condition
+from pasu.core.slurp import fixed_subset, load_recordings
+from pasu.device.encoder import StreamingEncoder
+from pasu.device.model import DeviceModel
+from pasu.eval.reports import pct, save_report
+from pasu.models.baseline import EspnetBaseline
+from pasu.models.checkpoints import load_checkpoint_model
+from pasu.models.export import round_weights_to_float16
+from pasu.speech.decoding import BeamSearch
+from pasu.speech.frontend import compute_fbank
+from pasu.speech.intent import load_intent_model
 
 
 def run(

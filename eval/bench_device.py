@@ -22,11 +22,12 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-from pasu.device.engine import PLAIN, EngineConfig
-from pasu.eval.metrics import intent_accuracy, latency_percentiles, wer_by_condition
-from pasu.eval.reports import pct, save_report
-from pasu.eval.slurp import fixed_subset, load_recordings
 from tqdm import tqdm
+
+from pasu.core.metrics import intent_accuracy, latency_percentiles, wer_by_condition
+from pasu.core.slurp import fixed_subset, load_recordings
+from pasu.device.engine import PLAIN, EngineConfig
+from pasu.eval.reports import pct, save_report
 
 _OFF = replace(PLAIN, pilots=True)  # pilots that nothing uses yet
 SYSTEMS: dict[str, EngineConfig | None] = {
@@ -69,7 +70,7 @@ def _run_espnet(checkpoint: Path, model_dir: Path, items: list[dict]) -> list[di
 
 
 def _run_ours(config: EngineConfig, model_dir: Path, items: list[dict], name: str) -> list[dict]:
-    from pasu.device.audio import load_audio
+    from pasu.core.audio import load_audio
     from pasu.device.engine import Engine
     from pasu.device.latency import replay_virtual
 
@@ -163,7 +164,7 @@ def run(
     names = systems or [n for n in SYSTEMS if n != "espnet" or checkpoint is not None]
     classifier = None
     if intent_path is not None:
-        from pasu.device.intent import load_intent_model
+        from pasu.speech.intent import load_intent_model
 
         classifier = load_intent_model(intent_path)
     results = []

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from pasu.eval.reports import save_report
-from pasu.eval.slurp import iter_recordings, load_sentences
 
-from pasu.errors import DataError
-from pasu.paths import slurp_tts_dir
+from pasu.core.errors import DataError
+from pasu.core.paths import slurp_tts_dir
+from pasu.core.slurp import iter_recordings, load_sentences
+from pasu.eval.reports import save_report
 
 
 def transcript_sets(name: str, path: Path, data_dir: Path) -> dict[str, tuple[list, list]]:

@@ -11,8 +11,8 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from pasu.core.slurp import fixed_subset, load_recordings
 from pasu.eval.reports import save_report
-from pasu.eval.slurp import fixed_subset, load_recordings
 
 
 def _peak_mb() -> float:
@@ -26,7 +26,7 @@ def _measure(model_dir: Path, audio_paths: list[Path], intent_path: Path | None)
     engine = Engine(model_dir, EngineConfig())
     classifier = None
     if intent_path is not None:
-        from pasu.device.intent import load_intent_model
+        from pasu.speech.intent import load_intent_model
 
         classifier = load_intent_model(intent_path)
     after_load = _peak_mb()

@@ -17,16 +17,16 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from pasu.device.audio import load_audio
+from tqdm import tqdm
+
+from pasu.core.audio import load_audio
+from pasu.core.metrics import word_errors
+from pasu.core.paths import cache_dir
+from pasu.core.slurp import Recording, fixed_subset, load_recordings
 from pasu.device.engine import Engine, EngineConfig
 from pasu.device.latency import replay_virtual
 from pasu.device.offload import encode_flac
-from pasu.eval.metrics import word_errors
-from pasu.eval.slurp import Recording, fixed_subset, load_recordings
 from pasu.offramp.features import OfframpFeatures
-from tqdm import tqdm
-
-from pasu.paths import cache_dir
 
 # What a device run depends on in a model directory (not its offramp, which is fit on the runs).
 _DECODING_FILES = ("config.json", "tokenizer.model", "cmvn.npz")
@@ -212,10 +212,12 @@ class EspnetDecoder:
 
     def __init__(self, checkpoint: Path, model_dir: Path, threads: int = 1):
         import torch
-        from pasu.device.frontend import GlobalCmvn
+
         from pasu.models.baseline import EspnetBaseline
-        from pasu.models.export import load_checkpoint_model, round_weights_to_float16
-        from pasu.models.tokenizer import Tokenizer
+        from pasu.models.checkpoints import load_checkpoint_model
+        from pasu.models.export import round_weights_to_float16
+        from pasu.speech.frontend import GlobalCmvn
+        from pasu.speech.tokenizer import Tokenizer
 
         torch.set_num_threads(threads)
         model = load_checkpoint_model(checkpoint)
@@ -225,7 +227,7 @@ class EspnetDecoder:
         self.tokenizer = Tokenizer(model_dir / "tokenizer.model")
 
     def __call__(self, audio_path: Path) -> tuple[str, float, float]:
-        from pasu.device.frontend import compute_fbank
+        from pasu.speech.frontend import compute_fbank
 
         samples = load_audio(audio_path)
         features = compute_fbank(samples, self.cmvn)  # streamable: not counted after speech

@@ -4,11 +4,12 @@ intent accuracy, decoding each recording with the streaming engine."""
 from dataclasses import dataclass
 from pathlib import Path
 
-from pasu.device.engine import PLAIN, Engine, EngineConfig
-from pasu.device.intent import load_intent_model
-from pasu.eval.metrics import intent_accuracy, wer_by_condition
-from pasu.eval.slurp import fixed_subset, load_recordings
 from tqdm import tqdm
+
+from pasu.core.metrics import intent_accuracy, wer_by_condition
+from pasu.core.slurp import fixed_subset, load_recordings
+from pasu.device.engine import PLAIN, Engine, EngineConfig
+from pasu.speech.intent import load_intent_model
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+
+from pasu.core.errors import ConfigError
+from pasu.core.metrics import intent_accuracy
 from pasu.device.engine import EngineConfig
-from pasu.eval.metrics import intent_accuracy
 from pasu.eval.predictions import Prediction, write_predictions
 from pasu.eval.reports import pct
 from pasu.offramp.calibrate import offload_curve
 from pasu.offramp.features import OfframpFeatures
 from pasu.offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
 from pasu.offramp.scores import BiLstmScorer, perplexity
-
-from pasu.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -806,8 +806,8 @@ def run(
     the Table-5 rows."""
     import datetime
 
+    from pasu.api import Understander
     from pasu.cloud.understanding import load_intent_model
-    from pasu.device.api import Understander
     from pasu.eval.corpus_runs import baseline_runs, cloud_runs, device_runs, fingerprint
     from pasu.eval.reports import machine, software_versions
 

@@ -17,11 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from pasu.core.paths import slurp_tts_dir
 from pasu.device.engine import EngineConfig
 from pasu.eval.corpus_runs import baseline_runs, device_runs
 from pasu.eval.reports import save_report
-
-from pasu.paths import slurp_tts_dir
 
 
 def _compare(name: str, whole: list[dict], quiet: list[dict], text_key: str, ms) -> dict:

@@ -19,19 +19,19 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-from pasu.device.audio import load_audio
-from pasu.device.frontend import GlobalCmvn, compute_fbank
-from pasu.eval.metrics import wer
-from pasu.eval.reports import machine, save_report
-from pasu.eval.slurp import Recording, load_recordings
-from pasu.models.augment import source_positions, warp_bands
-from pasu.models.export import load_checkpoint_model
-from pasu.models.onnx_import import is_model_dir
-from pasu.models.tokenizer import Tokenizer
-from pasu.models.train import greedy_ctc_texts
 from tqdm import tqdm
 
-from pasu.paths import slurp_tts_dir
+from pasu.core.audio import load_audio
+from pasu.core.metrics import wer
+from pasu.core.paths import slurp_tts_dir
+from pasu.core.slurp import Recording, load_recordings
+from pasu.eval.reports import machine, save_report
+from pasu.models.augment import source_positions, warp_bands
+from pasu.models.checkpoints import load_checkpoint_model
+from pasu.models.onnx_import import is_model_dir
+from pasu.models.train import greedy_ctc_texts
+from pasu.speech.frontend import GlobalCmvn, compute_fbank
+from pasu.speech.tokenizer import Tokenizer
 
 DEFAULT_WARPS = (0.85, 0.9, 1.0, 1.1, 1.15)
 

@@ -28,7 +28,8 @@ from espnet.nets.pytorch_backend.transformer.positionwise_feed_forward import (
 from espnet2.asr.ctc import CTC
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr_transducer.encoder.modules.convolution import ConformerConvolution
-from pasu.device.encoder import subsampled_length
+
+from pasu.speech.subsampling import subsampled_length
 
 IGNORE_ID = -1
 

@@ -18,8 +18,9 @@ import math
 
 import numpy as np
 import torch
-from pasu.device.audio import SAMPLE_RATE_HZ
-from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn
+
+from pasu.core.audio import SAMPLE_RATE_HZ
+from pasu.speech.frontend import NUM_MEL_BINS, GlobalCmvn
 
 # kaldi-native-fbank's defaults, which `device.frontend.fbank_options` keeps.
 LOW_FREQ_HZ = 20.0

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from espnet.nets.batch_beam_search import BatchBeamSearch
 from espnet.nets.scorers.ctc import CTCPrefixScorer
+
 from pasu.models.asr_model import LateContextModel
 
 

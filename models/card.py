@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 
 import torch
+
+from pasu.models.checkpoints import load_checkpoint_model
 from pasu.models.compute_cost import compute_cost
-from pasu.models.export import load_checkpoint_model
 
 
 def _sizes(model_dir: Path) -> dict[str, float]:

@@ -3,8 +3,9 @@ ingestion (subsampling + convolution blocks, per audio segment) and what must ru
 end of speech (attention blocks + CTC over the whole input, and each decoder step)."""
 
 import torch
-from pasu.models.asr_model import LateContextModel, subsampled_length
 from torch.utils.flop_counter import FlopCounterMode
+
+from pasu.models.asr_model import LateContextModel, subsampled_length
 
 FRAMES_PER_SECOND = 100
 

@@ -30,7 +30,8 @@ import onnx
 import torch
 from espnet.nets.pytorch_backend.transformer.mask import subsequent_mask
 from onnx import TensorProto, helper, numpy_helper
-from pasu.models.asr_model import LateContextModel, ModelConfig
+
+from pasu.models.asr_model import LateContextModel
 
 OPSET = 17
 # Positional-encoding tables are traced in as constants: keep what the device can use.
@@ -263,46 +264,3 @@ def write_model_dir(
     }
     (out_dir / "config.json").write_text(json.dumps(description, indent=2) + "\n")
     return out_dir
-
-
-def load_checkpoint_model(checkpoint: Path) -> LateContextModel:
-    """The torch model of a training checkpoint, a float16 state file or a shipped model
-    directory (rebuilt from its graphs, `models.onnx_import`)."""
-    from pasu.models.onnx_import import is_model_dir, model_from_model_dir
-
-    if is_model_dir(checkpoint):
-        return model_from_model_dir(checkpoint)
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    model = LateContextModel(ModelConfig(**saved["model_config"]))
-    model.load_state_dict(saved["model"])
-    return model.eval()
-
-
-def export_model_dir(
-    checkpoint: Path, run_dir: Path, out_dir: Path, extra: dict | None = None
-) -> Path:
-    """A device model directory from a training checkpoint and its run directory; config.json
-    records which checkpoint and how far training had got."""
-    model = load_checkpoint_model(checkpoint)
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False).get("state", {})
-    history = state.get("history") or [{}]
-    training = {
-        "run": run_dir.name,
-        "checkpoint": checkpoint.name,
-        "epoch": state.get("epoch"),
-        "step": state.get("step"),
-        "train_hours": round(state.get("train_seconds", 0.0) / 3600, 3),
-        "last_validation": history[-1],
-    }
-    extra = {"training": training, **(extra or {})}
-    return write_model_dir(model, run_dir / "tokenizer.model", run_dir / "cmvn.npz", out_dir, extra)
-
-
-def save_float16_state(checkpoint: Path, out_path: Path) -> Path:
-    """The model's weights in float16 with its config: what the torch baseline needs, at half
-    the size of a training checkpoint and without optimizer state."""
-    model = load_checkpoint_model(checkpoint)
-    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"model": state, "model_config": model.config.to_dict()}, out_path)
-    return out_path

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pasu.device.audio import load_audio
-from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn, compute_fbank
-from pasu.eval.slurp import Recording
 from tqdm import tqdm
 
-from pasu.errors import AudioError, DataError
-from pasu.paths import cache_dir
+from pasu.core.audio import load_audio
+from pasu.core.errors import AudioError, DataError
+from pasu.core.paths import cache_dir
+from pasu.core.slurp import Recording
+from pasu.speech.frontend import NUM_MEL_BINS, GlobalCmvn, compute_fbank
 
 SHARD_SIZE = 500
 

@@ -9,16 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-import joblib
 import numpy as np
-import sklearn
-from pasu.device.intent import IntentParts, IntentPrediction  # noqa: F401 (re-exported)
-from pasu.models.text import normalize_for_wer
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline, make_union
 
-from pasu.errors import ConfigError
+from pasu.core.text import normalize_for_wer
+from pasu.speech.intent import IntentClassifier, IntentPrediction, pseudo_labels
 
 WORD_FEATURES = 20_000
 CHARACTER_FEATURES = 30_000
@@ -40,44 +37,6 @@ def _pipeline(regularisation: float) -> Pipeline:
     )
 
 
-class IntentClassifier:
-    """Predicts SLURP intents from transcripts."""
-
-    def __init__(self, pipeline: Pipeline, info: dict):
-        self.pipeline = pipeline
-        self.info = info
-
-    def predict(self, texts: Sequence[str]) -> list[IntentPrediction]:
-        if not texts:
-            return []
-        probabilities = self.pipeline.predict_proba([normalize_for_wer(t) for t in texts])
-        classes = self.pipeline.classes_
-        return [
-            IntentPrediction(str(classes[i]), float(p[i]))
-            for p, i in zip(probabilities, probabilities.argmax(axis=1), strict=True)
-        ]
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        joblib.dump(
-            {"pipeline": self.pipeline, "info": self.info, "sklearn_version": sklearn.__version__},
-            path,
-        )
-
-    @classmethod
-    def load(cls, path: Path) -> "IntentClassifier":
-        if not Path(path).is_file():
-            raise ConfigError(f"intent classifier not found: {path}")
-        stored = joblib.load(path)
-        if stored["sklearn_version"] != sklearn.__version__:
-            raise ConfigError(
-                f"{path} was saved with scikit-learn {stored['sklearn_version']} but "
-                f"{sklearn.__version__} is installed; reinstall with scripts/setup.sh "
-                "or retrain with `pasu train-intent`"
-            )
-        return cls(stored["pipeline"], stored["info"])
-
-
 def _compact(pipeline: Pipeline) -> None:
     """Keep only what prediction needs: scikit-learn also pickles the terms cut by max_features
     (`stop_words_`, documented as safe to drop), and float32 coefficients suffice."""
@@ -86,16 +45,6 @@ def _compact(pipeline: Pipeline) -> None:
     classifier = pipeline[-1]
     classifier.coef_ = classifier.coef_.astype(np.float32)
     classifier.intercept_ = classifier.intercept_.astype(np.float32)
-
-
-def pseudo_labels(
-    probabilities: np.ndarray, classes: Sequence[str], threshold: float
-) -> tuple[np.ndarray, list[str]]:
-    """Pseudo-labels: which unlabelled examples a model labels with confidence above the
-    threshold (a mask), and those labels."""
-    confident = probabilities.max(axis=1) > threshold
-    labels = np.asarray(classes)[probabilities.argmax(axis=1)]
-    return confident, [str(label) for label in labels[confident]]
 
 
 class IntentTeacher(Protocol):

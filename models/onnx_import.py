@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 import torch
 from onnx import numpy_helper
+
 from pasu.models.asr_model import LateContextModel, ModelConfig
 
 GRAPHS = ("conv_stack", "encoder_top", "decoder_memory", "decoder_step")

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pasu.device.frontend import GlobalCmvn
-from pasu.models.features import CachedUtterance
-from pasu.models.tokenizer import Tokenizer
 from tqdm import tqdm
 
-from pasu.errors import DataError
+from pasu.core.errors import DataError
+from pasu.models.features import CachedUtterance
+from pasu.speech.frontend import GlobalCmvn
+from pasu.speech.tokenizer import Tokenizer
 
 QUANTISATION_STEP = 0.25
 # Measured on SLURP-TTS train features: compressed bytes per frame at the step above.

@@ -18,20 +18,20 @@ from pathlib import Path
 import numpy as np
 import torch
 from espnet2.asr.specaug.specaug import SpecAug
-from pasu.device.encoder import SUBSAMPLING_CONTEXT
-from pasu.device.frontend import GlobalCmvn
-from pasu.eval.metrics import wer
-from pasu.eval.slurp import load_recordings, load_sentences, unique_sentences
+from tqdm import tqdm
+
+from pasu.core.errors import DataError
+from pasu.core.metrics import wer
+from pasu.core.paths import cache_dir
+from pasu.core.slurp import load_recordings, load_sentences, rendition_of, unique_sentences
 from pasu.models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from pasu.models.augment import build_voice_perturbation
 from pasu.models.features import build_feature_cache, compute_cmvn, iter_cached, split_cache_dir
 from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
-from pasu.models.tokenizer import BLANK_ID, Tokenizer, train_tokenizer
 from pasu.models.weights import load_weights
-from tqdm import tqdm
-
-from pasu.errors import DataError
-from pasu.paths import cache_dir
+from pasu.speech.frontend import GlobalCmvn
+from pasu.speech.subsampling import SUBSAMPLING_CONTEXT
+from pasu.speech.tokenizer import BLANK_ID, Tokenizer, train_tokenizer
 
 MODEL_SIZES = {
     # d=256, 768-unit FFNs, 128-channel subsampling: ~12 M parameters (see the model card).
@@ -131,8 +131,6 @@ def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
 
 def _first_renditions(recordings: list, count: int) -> list:
     """The recordings of renditions 0 … count − 1 (SLURP-TTS names them); others are refused."""
-    from pasu.eval.tts.corpus import rendition_of
-
     kept = []
     for recording in recordings:
         rendition = rendition_of(recording.audio_path.name)

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pasu.device.frontend import GlobalCmvn
-from pasu.eval.metrics import wer
+
+from pasu.core.metrics import wer
 from pasu.models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from pasu.models.augment import VoicePerturbation, build_voice_perturbation
 from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
 from pasu.models.packed import PackedUtterance, read_pack
-from pasu.models.tokenizer import Tokenizer
 from pasu.models.train import (
     MODEL_SIZES,
     build_optimizer,
@@ -32,6 +31,8 @@ from pasu.models.train import (
     greedy_ctc_texts,
 )
 from pasu.models.weights import load_weights, save_shards
+from pasu.speech.frontend import GlobalCmvn
+from pasu.speech.tokenizer import Tokenizer
 
 
 class GpuCorpus:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

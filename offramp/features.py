@@ -5,7 +5,8 @@ log-probability increment; per utterance, the number of tokens and the audio len
 from dataclasses import dataclass
 
 import numpy as np
-from pasu.device.decoding import DecodingResult
+
+from pasu.speech.decoding import DecodingResult
 
 # Per-token input of the BiLSTM: decoder log p, CTC log p, tokens / 20, audio seconds / 10.
 FEATURE_DIM = 4

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+
+from pasu.core.errors import ConfigError
 from pasu.offramp.calibrate import threshold_for_offload_ratio, threshold_for_target_wer
 from pasu.offramp.features import OfframpFeatures
 from pasu.offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
 from pasu.offramp.scores import BiLstmScorer, perplexity
-
-from pasu.errors import ConfigError
 
 WRONG_WER = 0.1  # the BiLSTM predicts P(device WER > 0.1), as in the paper
 

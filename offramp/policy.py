@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from pasu.core.errors import ConfigError
 from pasu.offramp.features import OfframpFeatures
 from pasu.offramp.scores import BiLstmScorer, perplexity
-
-from pasu.errors import ConfigError
 
 POLICIES = ("ppl", "lstm", "never", "always")
 CONFIG_FILE = "offramp.json"

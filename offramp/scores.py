@@ -7,9 +7,9 @@ Both run on the device with numpy only: the perplexity needs no training, the Bi
 from pathlib import Path
 
 import numpy as np
-from pasu.offramp.features import FEATURE_DIM, OfframpFeatures
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.offramp.features import FEATURE_DIM, OfframpFeatures
 
 EMPTY_PERPLEXITY = 1e6  # nothing decoded: as unsure as it gets
 

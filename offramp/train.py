@@ -7,11 +7,12 @@ stopping and for the reported ROC AUC.
 
 import numpy as np
 import torch
-from pasu.offramp.features import FEATURE_DIM, OfframpFeatures
-from pasu.offramp.scores import BiLstmScorer
 from sklearn.metrics import roc_auc_score
 from torch import nn
 from torch.nn.utils.rnn import pack_sequence
+
+from pasu.offramp.features import FEATURE_DIM, OfframpFeatures
+from pasu.offramp.scores import BiLstmScorer
 
 HIDDEN = 34  # 10.9 k parameters, the size the paper gives (about 11 k)
 

@@ -6,8 +6,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from pasu.errors import ConfigError, PasuError
-from pasu.paths import CLOUD_INTENT_PATH, REPO_ROOT, slurp_tts_dir
+from pasu.core.errors import ConfigError, PasuError
+from pasu.core.paths import CLOUD_INTENT_PATH, REPO_ROOT, slurp_tts_dir
 
 SAMPLES = REPO_ROOT / "samples"
 
@@ -127,7 +127,7 @@ def _train_and_report_intent(
 ) -> int:
     """Fit on devel gold text (plus the train sentences, pseudo-labelled), score on gold test
     text, save."""
-    from pasu.eval.slurp import load_sentences, unique_sentences
+    from pasu.core.slurp import load_sentences, unique_sentences
     from pasu.models.intent import accuracy
 
     devel, test = load_sentences("devel"), load_sentences("test")
@@ -146,7 +146,8 @@ def _train_and_report_intent(
 def cmd_train_intent(args: argparse.Namespace) -> int:
     from functools import partial
 
-    from pasu.models.intent import IntentClassifier, export_numpy_intent, train_intent_classifier
+    from pasu.models.intent import export_numpy_intent, train_intent_classifier
+    from pasu.speech.intent import IntentClassifier
 
     if args.no_self_training and args.teacher is not None:
         raise ConfigError(
@@ -252,7 +253,7 @@ def cmd_bench_cloud(args: argparse.Namespace) -> int:
 def cmd_understand(args: argparse.Namespace) -> int:
     import os
 
-    from pasu.device.api import Understander
+    from pasu.api import Understander
 
     files = [_existing(f, "audio file") for f in args.files]
     understander = Understander(
@@ -373,7 +374,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from pasu.models.export import export_model_dir, save_float16_state
+    from pasu.models.checkpoints import export_model_dir, save_float16_state
     from pasu.models.train import default_run_dir
 
     run_dir = Path(args.run_dir).expanduser() if args.run_dir else default_run_dir(args.run)

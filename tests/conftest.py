@@ -96,10 +96,10 @@ def tiny_corpus(tmp_path):
 def tiny_model(tmp_path_factory):
     """A tiny random device model, exported the way shipped models are: (torch model, dir)."""
     torch = pytest.importorskip("torch")
-    from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn
     from pasu.models.asr_model import LateContextModel
     from pasu.models.export import round_weights_to_float16, write_model_dir
-    from pasu.models.tokenizer import train_tokenizer
+    from pasu.speech.frontend import NUM_MEL_BINS, GlobalCmvn
+    from pasu.speech.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("tiny-model")
     sentences = [

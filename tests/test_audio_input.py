@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 import soundfile as sf
-from pasu.device.audio import load_audio
 
-from pasu.errors import AudioError
+from pasu.core.audio import load_audio
+from pasu.core.errors import AudioError
 
 
 def test_stereo_8khz_becomes_16khz_mono(tmp_path):

@@ -4,7 +4,7 @@ right way, padding stays zero, and the trainers take it up."""
 import numpy as np
 import pytest
 import torch
-from pasu.device.frontend import GlobalCmvn
+
 from pasu.models.augment import (
     VoicePerturbation,
     build_voice_perturbation,
@@ -12,6 +12,7 @@ from pasu.models.augment import (
     source_positions,
     warp_bands,
 )
+from pasu.speech.frontend import GlobalCmvn
 
 BINS = 80
 

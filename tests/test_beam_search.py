@@ -6,10 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pasu.device.ctc_prefix import CtcPrefixScorer  # noqa: E402
-from pasu.device.decoding import BeamSearch, DecodingOptions  # noqa: E402
 from pasu.models.asr_model import LateContextModel  # noqa: E402
 from pasu.models.baseline import EspnetBaseline  # noqa: E402
+from pasu.speech.ctc_prefix import CtcPrefixScorer  # noqa: E402
+from pasu.speech.decoding import BeamSearch, DecodingOptions  # noqa: E402
 
 from .test_asr_model import TINY  # noqa: E402
 
@@ -155,7 +155,7 @@ def test_score_bound_stops_sooner_with_the_same_answer(peaky_model, search, seed
 
 @pytest.mark.parametrize("seed", range(3))
 def test_score_bound_waits_while_a_hypothesis_can_still_leap(peaky_model, search, seed):
-    from pasu.device.decoding import Hypothesis, _may_leap
+    from pasu.speech.decoding import Hypothesis, _may_leap
 
     encoded, ctc = _decode_setup(peaky_model, 160, seed)
     pilot = search.decode(encoded[:, :100], ctc[:100], DecodingOptions(beam_size=3, max_tokens=15))

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+
 from pasu.eval.bench_intent import format_report, main, run
 from pasu.models.intent import train_intent_classifier
 
@@ -45,7 +46,7 @@ def test_scores_each_classifier_on_each_condition_of_the_transcripts(
 
 
 def test_a_transcript_of_an_unknown_recording_is_refused(classifiers, real_layout_corpus, tmp_path):
-    from pasu.errors import DataError
+    from pasu.core.errors import DataError
 
     transcripts = _predictions(tmp_path / "p.jsonl", [("audio-9.flac", "hello")])
     with pytest.raises(DataError, match="audio-9"):

@@ -3,16 +3,16 @@
 import zlib
 
 import numpy as np
-import pasu.cloud.whisper_models as whisper_models
 import pytest
+
+import pasu.cloud.whisper_models as whisper_models
 from pasu.cloud.asr import ShortWindowGuards, WhisperOptions
 from pasu.cloud.intent import (
     EmbeddingIntentClassifier,
     SentenceEmbedder,
     train_embedding_classifier,
 )
-
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
 
 
 def test_whisper_base_is_joined_verified_and_cached():

@@ -12,13 +12,13 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+
 from pasu.cloud.app import create_app
 from pasu.cloud.asr import Transcript
 from pasu.cloud.settings import ServiceSettings, check_no_auth_host, read_api_keys
 from pasu.cloud.understanding import TEXT_INTENT_PATH, CloudUnderstanding
-from pasu.models.intent import IntentPrediction
-
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.speech.intent import IntentPrediction
 from tests.servers import serving
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -36,7 +36,7 @@ def encoded(samples: np.ndarray, rate_hz: int, audio_format: str = "WAV") -> byt
 def whisper_server():
     from pasu.cloud.asr import WhisperOptions, WhisperRecognizer
     from pasu.cloud.whisper_models import whisper_tiny_en
-    from pasu.models.intent import IntentClassifier
+    from pasu.speech.intent import IntentClassifier
 
     understanding = CloudUnderstanding(
         WhisperRecognizer(whisper_tiny_en(), WhisperOptions(cpu_threads=1, beam_size=2)),

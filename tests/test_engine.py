@@ -1,12 +1,12 @@
 import numpy as np
 import pytest
 import soundfile as sf
-from pasu.device.decoding import BeamSearch
+
+from pasu.core.errors import AudioError, PasuError
 from pasu.device.encoder import StreamingEncoder
 from pasu.device.engine import PLAIN, Engine, EngineConfig
-from pasu.device.frontend import compute_fbank
-
-from pasu.errors import AudioError, PasuError
+from pasu.speech.decoding import BeamSearch
+from pasu.speech.frontend import compute_fbank
 
 
 def _audio(seconds: float, seed: int = 0) -> np.ndarray:
@@ -153,7 +153,7 @@ def test_virtual_and_real_time_latency_agree_within_15_percent(tiny_model):
 
 
 def test_invalid_engine_settings_are_a_config_error():
-    from pasu.errors import ConfigError
+    from pasu.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="pilot_interval_s must be positive"):
         EngineConfig(pilot_interval_s=0)

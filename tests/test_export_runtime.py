@@ -4,11 +4,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pasu.device.encoder import StreamingEncoder  # noqa: E402
-from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn  # noqa: E402
 from pasu.device.model import DeviceModel  # noqa: E402
 from pasu.models.asr_model import LateContextModel  # noqa: E402
 from pasu.models.export import round_weights_to_float16, write_model_dir  # noqa: E402
-from pasu.models.tokenizer import train_tokenizer  # noqa: E402
+from pasu.speech.frontend import NUM_MEL_BINS, GlobalCmvn  # noqa: E402
+from pasu.speech.tokenizer import train_tokenizer  # noqa: E402
 
 from .test_asr_model import TINY  # noqa: E402
 from .test_tokenizer import SENTENCES  # noqa: E402

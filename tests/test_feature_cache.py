@@ -1,8 +1,9 @@
 import numpy as np
 import soundfile as sf
-from pasu.device.frontend import compute_fbank
-from pasu.eval.slurp import load_recordings
+
+from pasu.core.slurp import load_recordings
 from pasu.models import features as feature_cache
+from pasu.speech.frontend import compute_fbank
 
 
 def test_cache_holds_device_features_and_resumes(real_layout_corpus, tmp_path, monkeypatch):

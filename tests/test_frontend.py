@@ -1,5 +1,6 @@
 import numpy as np
-from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn, StreamingFbank, compute_fbank
+
+from pasu.speech.frontend import NUM_MEL_BINS, GlobalCmvn, StreamingFbank, compute_fbank
 
 
 def _speechlike(seconds: float, seed: int = 0) -> np.ndarray:

@@ -134,7 +134,7 @@ def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_pa
     )
     assert "initialised from" in (fine_tune / "train.log").read_text()
     assert perturbed  # the CPU trainer applies it too
-    from pasu.errors import DataError
+    from pasu.core.errors import DataError
 
     with pytest.raises(DataError, match="vtlp_warp"):
         train(replace(config, vtlp_warp=0.0, max_steps=2), fine_tune, progress=False)
@@ -173,8 +173,8 @@ def test_a_gathered_batch_equals_the_padded_utterances():
 
 
 def test_pack_run_saves_the_cmvn_beside_the_packs(tiny_corpus, tmp_path):
-    from pasu.device.frontend import GlobalCmvn
     from pasu.models.packed import pack_run
+    from pasu.speech.frontend import GlobalCmvn
 
     _, _, cmvn, splits = _prepared(tiny_corpus, tmp_path / "run")
     out = tmp_path / "packs"

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
-from pasu.models.intent import IntentClassifier, train_intent_classifier
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.models.intent import train_intent_classifier
+from pasu.speech.intent import IntentClassifier
 
 TEXTS = [
     "wake me up at seven am",
@@ -52,9 +53,9 @@ def test_missing_file_is_a_config_error(tmp_path):
 
 
 def test_numpy_export_predicts_what_scikit_learn_does(tmp_path):
-    from pasu.device.intent import NumpyIntentModel, char_wb_ngrams
+    from pasu.core.text import normalize_for_wer
     from pasu.models.intent import export_numpy_intent
-    from pasu.models.text import normalize_for_wer
+    from pasu.speech.intent import NumpyIntentModel, char_wb_ngrams
 
     texts = ["wake me up at eight", "play some jazz", "turn the lights off", "what is the weather"]
     classifier = train_intent_classifier(
@@ -76,7 +77,7 @@ class KeywordTeacher:
     """A stand-in teacher: labels 'lights' sentences confidently, anything else unsurely."""
 
     def predict(self, texts):
-        from pasu.models.intent import IntentPrediction
+        from pasu.speech.intent import IntentPrediction
 
         return [
             IntentPrediction("iot_hue_lightoff", 0.9)
@@ -101,7 +102,7 @@ def test_a_teacher_labels_the_unlabelled_sentences_it_is_sure_of():
 def test_a_teacher_label_at_the_threshold_is_not_taken():
     class UnsureTeacher:
         def predict(self, texts):
-            from pasu.models.intent import IntentPrediction
+            from pasu.speech.intent import IntentPrediction
 
             return [IntentPrediction("iot_hue_lightoff", 0.5) for _ in texts]
 
@@ -130,8 +131,8 @@ def test_train_intent_refuses_a_teacher_without_train_sentences(tmp_path, capsys
 
 def test_a_teacher_file_of_either_kind_loads(tmp_path):
     from pasu.cloud.intent import EmbeddingIntentClassifier, load_intent_file
-    from pasu.device.intent import NumpyIntentModel
     from pasu.models.intent import export_numpy_intent
+    from pasu.speech.intent import NumpyIntentModel
 
     classifier = train_intent_classifier(TEXTS, INTENTS)
     device_file = export_numpy_intent(classifier, tmp_path / "device.npz")

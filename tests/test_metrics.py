@@ -1,7 +1,9 @@
 import math
 
 import pytest
-from pasu.eval.metrics import (
+
+from pasu.core.errors import DataError
+from pasu.core.metrics import (
     intent_accuracy,
     latency_percentiles,
     offload_ratio,
@@ -10,8 +12,6 @@ from pasu.eval.metrics import (
     word_errors,
 )
 from pasu.eval.predictions import Prediction, write_predictions
-
-from pasu.errors import DataError
 
 
 def test_wer_counts_each_edit_type_by_hand():

@@ -13,18 +13,19 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from pasu.cloud.app import create_app
-from pasu.cloud.asr import Transcript
-from pasu.cloud.settings import ServiceSettings
-from pasu.cloud.understanding import CloudUnderstanding
-from pasu.device.api import Understander
-from pasu.device.offload import AzureSpeechClient, HttpCloudClient, OffloadFailed
-from pasu.models.intent import IntentPrediction, train_intent_classifier
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from pasu.errors import ConfigError
+from pasu.api import Understander
+from pasu.cloud.app import create_app
+from pasu.cloud.asr import Transcript
+from pasu.cloud.settings import ServiceSettings
+from pasu.cloud.understanding import CloudUnderstanding
+from pasu.core.errors import ConfigError
+from pasu.device.offload import AzureSpeechClient, HttpCloudClient, OffloadFailed
+from pasu.models.intent import train_intent_classifier
+from pasu.speech.intent import IntentPrediction
 from tests.servers import serving
 
 KEY = "offload-test-key-0123456789"

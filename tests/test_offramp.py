@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from pasu.device.decoding import DecodingResult
+
+from pasu.core.errors import ConfigError
 from pasu.offramp.calibrate import (
     offload_curve,
     threshold_for_offload_ratio,
@@ -15,8 +16,7 @@ from pasu.offramp.features import LOG_PROB_FLOOR, OfframpFeatures
 from pasu.offramp.policy import CONFIG_FILE, NaiveHybrid, ThresholdPolicy, load_policy
 from pasu.offramp.scores import EMPTY_PERPLEXITY, BiLstmScorer, perplexity
 from pasu.offramp.train import BiLstmOfframp, to_scorer, train_bilstm
-
-from pasu.errors import ConfigError
+from pasu.speech.decoding import DecodingResult
 
 
 def features(decoder, ctc=None, audio_s=2.0) -> OfframpFeatures:

@@ -8,20 +8,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pasu.device.frontend import NUM_MEL_BINS, GlobalCmvn  # noqa: E402
 from pasu.models.asr_model import LateContextModel  # noqa: E402
-from pasu.models.export import (  # noqa: E402
-    load_checkpoint_model,
-    round_weights_to_float16,
-    write_model_dir,  # noqa: E402
-)
+from pasu.models.checkpoints import load_checkpoint_model  # noqa: E402
+from pasu.models.export import round_weights_to_float16, write_model_dir  # noqa: E402
 from pasu.models.onnx_import import (  # noqa: E402
     GraphMismatch,
     calibrate_batchnorms,
     model_from_model_dir,
 )
-from pasu.models.tokenizer import train_tokenizer  # noqa: E402
 from pasu.models.weights import load_weights  # noqa: E402
+from pasu.speech.frontend import NUM_MEL_BINS, GlobalCmvn  # noqa: E402
+from pasu.speech.tokenizer import train_tokenizer  # noqa: E402
 
 from .test_asr_model import TINY  # noqa: E402
 from .test_tokenizer import SENTENCES  # noqa: E402
@@ -131,12 +128,11 @@ def test_an_initializer_this_export_code_does_not_write_is_refused(shipped, tmp_
 
 
 def test_the_shipped_model_rebuilt_matches_its_graphs_on_a_sample():
-    from pasu.device.audio import load_audio
+    from pasu.core.audio import load_audio
+    from pasu.core.paths import REPO_ROOT
     from pasu.device.encoder import StreamingEncoder
-    from pasu.device.frontend import compute_fbank
     from pasu.device.model import DeviceModel
-
-    from pasu.paths import REPO_ROOT
+    from pasu.speech.frontend import compute_fbank
 
     model_dir = REPO_ROOT / "models" / "pretrained" / "pasu-base"
     if not model_dir.is_dir():

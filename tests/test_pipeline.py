@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pasu.eval.bench_decoders import format_table, run  # noqa: E402
-from pasu.models.export import export_model_dir  # noqa: E402
+from pasu.models.checkpoints import export_model_dir  # noqa: E402
 from pasu.models.train import TrainConfig, train  # noqa: E402
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pasu.paths import REPO_ROOT
+from pasu.core.paths import REPO_ROOT
 
 MODEL_DIR = REPO_ROOT / "models" / "pretrained" / "pasu-base"
 SAMPLES = REPO_ROOT / "samples"
@@ -17,7 +17,7 @@ DECODE = """
 import json, sys
 from pathlib import Path
 from pasu.device.engine import PLAIN, Engine
-from pasu.eval.metrics import wer
+from pasu.core.metrics import wer
 samples = Path(sys.argv[1])
 rows = [json.loads(line) for line in (samples / "samples.jsonl").read_text().splitlines()]
 engine = Engine(Path(sys.argv[2]), PLAIN)

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+
 from pasu.eval.slurp_eval import LINKS, format_report, run, write_plots, write_system_predictions
 from pasu.models.intent import train_intent_classifier
 from pasu.offramp.scores import perplexity
-
 from tests.conftest import WORDS, slurp_record, tiny_model_config
 
 pytestmark = pytest.mark.filterwarnings("ignore")

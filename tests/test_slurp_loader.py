@@ -1,9 +1,11 @@
 import json
+import lzma
 
 import pytest
-from pasu.eval.slurp import is_close_talk, load_recordings, load_sentences, read_jsonl
 
-from pasu.errors import DataError
+from pasu.core.errors import DataError
+from pasu.core.paths import REPO_ROOT, slurp_text_dir
+from pasu.core.slurp import is_close_talk, load_recordings, load_sentences, read_jsonl
 
 
 def test_reads_real_slurp_layout_with_audio_dir(real_layout_corpus):
@@ -42,12 +44,26 @@ def test_malformed_line_reports_file_and_line(tmp_path):
         read_jsonl(path)
 
 
-def test_text_only_splits_come_from_shared_data():
+def test_the_repository_carries_slurp_text(monkeypatch):
+    monkeypatch.delenv("PASU_SLURP_TEXT", raising=False)
+    assert slurp_text_dir() == REPO_ROOT / "data" / "slurp"
     test = load_sentences("test")
-    assert len(test) > 2000
+    assert (len(test), len(load_sentences("devel"))) == (2974, 2033)
     assert all(s.intent and "_" in s.intent for s in test[:50])
     train = load_sentences("train")
-    assert len(train) > 20000 and train[0].intent is None
+    assert len(train) == 29104 and train[0].intent is None
+
+
+def test_compressed_and_plain_text_read_the_same(tmp_path):
+    line = json.dumps({"slurp_id": 1, "sentence": "play jazz", "scenario": "play",
+                       "action": "music", "recordings": []})  # fmt: skip
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    plain.mkdir(), packed.mkdir()
+    (plain / "devel.jsonl").write_text(line + "\n")
+    with lzma.open(packed / "devel.jsonl.xz", "wt") as out:
+        out.write(line + "\n")
+    assert load_sentences("devel", packed) == load_sentences("devel", plain)
+    assert load_sentences("devel", packed)[0].intent == "play_music"
 
 
 def test_text_dir_can_be_overridden_by_env(tmp_path, monkeypatch):

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
-from pasu.eval.slurp import load_recordings
+
+from pasu.core.errors import SynthesisError
+from pasu.core.slurp import load_recordings
 from pasu.eval.tts import engines
 from pasu.eval.tts.corpus import plan_split, synthesize_split
 from pasu.eval.tts.voices import (
@@ -18,8 +20,6 @@ from pasu.eval.tts.voices import (
     Voice,
     voice_by_slug,
 )
-
-from pasu.errors import SynthesisError
 
 from .conftest import slurp_record
 
@@ -86,7 +86,7 @@ def test_voice_groups_are_disjoint_and_as_specified():
 
 
 def test_plans_are_deterministic_and_keep_to_their_group():
-    from pasu.eval.slurp import load_sentences
+    from pasu.core.slurp import load_sentences
 
     sentences = load_sentences("test")[:60]
     first, second = plan_split("test", sentences, seed=3), plan_split("test", sentences, seed=3)
@@ -99,7 +99,7 @@ def test_plans_are_deterministic_and_keep_to_their_group():
 
 
 def test_train_plan_has_eight_renditions_half_far_field_from_train_voices_only():
-    from pasu.eval.slurp import Sentence
+    from pasu.core.slurp import Sentence
     from pasu.eval.tts.voices import EXTRA_TRAIN_FAMILIES, TRAIN_FAMILIES
 
     sentences = [Sentence(None, f"sentence {i}", None, None) for i in range(200)]
@@ -150,7 +150,7 @@ def test_empty_sentence_is_refused():
 
 
 def test_voice_of_another_group_is_refused():
-    from pasu.eval.slurp import Sentence
+    from pasu.core.slurp import Sentence
 
     with pytest.raises(SynthesisError, match="do not belong to the train group"):
         plan_split("train", [Sentence(None, "hi", None, None)], 0, [voice_by_slug("pico-en-us")])
@@ -198,6 +198,7 @@ def test_cli_lists_voices_by_group():
 
 def test_silent_engine_output_is_a_synthesis_error():
     import numpy as np
+
     from pasu.eval.tts.effects import trim_silence
 
     with pytest.raises(SynthesisError, match="silence"):
@@ -205,7 +206,7 @@ def test_silent_engine_output_is_a_synthesis_error():
 
 
 def test_rendition_is_read_from_a_slurp_tts_file_name():
-    from pasu.eval.tts.corpus import rendition_of
+    from pasu.core.slurp import rendition_of
 
     assert rendition_of("tts-train-00004-6-mbrola-de3-en-headset.flac") == 6
     assert rendition_of("tts-test-02973-1-pico-en-us.flac") == 1

@@ -1,5 +1,6 @@
 import pytest
-from pasu.models.text import normalize_for_wer, to_spoken_form
+
+from pasu.core.text import normalize_for_wer, to_spoken_form
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 import pytest
-from pasu.models.tokenizer import BLANK_ID, UNK_ID, Tokenizer, train_tokenizer
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.speech.tokenizer import BLANK_ID, UNK_ID, Tokenizer, train_tokenizer
 
 SENTENCES = [
     "wake me up at eight am",

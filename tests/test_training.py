@@ -49,9 +49,8 @@ def test_batches_respect_the_frame_budget_and_depend_on_the_epoch_only():
 
 
 def test_renditions_keep_the_first_voices_and_refuse_other_corpora(tmp_path):
+    from pasu.core.errors import DataError
     from pasu.models.train import _first_renditions
-
-    from pasu.errors import DataError
 
     class Clip:
         def __init__(self, name):
@@ -75,7 +74,7 @@ def test_linear_decay_reaches_zero_at_its_step():
 
 
 def test_a_decaying_run_stops_at_zero_and_keeps_its_schedule(tiny_corpus, tmp_path):
-    from pasu.errors import DataError
+    from pasu.core.errors import DataError
 
     config = _config(tiny_corpus, warmup_steps=2, decay_to_zero_at=4)
     state = train(config, tmp_path / "run", progress=False)

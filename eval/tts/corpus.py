@@ -8,7 +8,6 @@ clips whose FLAC is missing. The corpus is `OUT/<split>.jsonl` + `OUT/audio/*.fl
 
 import json
 import multiprocessing
-import re
 import tempfile
 import time
 from collections import Counter
@@ -18,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-from pasu.device.audio import write_flac
-from pasu.eval.slurp import Sentence, load_sentences, unique_sentences
 from tqdm import tqdm
 
-from pasu.errors import SynthesisError
+from pasu.core.audio import write_flac
+from pasu.core.errors import SynthesisError
+from pasu.core.slurp import Sentence, load_sentences, unique_sentences
 
 from . import effects, engines
 from .rooms import Room, bank_size, room_bank
@@ -77,12 +76,6 @@ class ClipPlan:
         return np.random.default_rng(
             [self.seed, _SPLIT_CODES[self.split], self.sentence_index, self.rendition, 1]
         )
-
-
-def rendition_of(file_name: str) -> int | None:
-    """The rendition index in a SLURP-TTS file name (`tts-train-00004-6-...`), else None."""
-    match = re.match(r"tts-[a-z]+-\d+-(\d+)-", file_name)
-    return int(match.group(1)) if match else None
 
 
 def _draw_train_voice(rng: np.random.Generator, rendition: int) -> Voice:

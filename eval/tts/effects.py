@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-from pasu.device.audio import SAMPLE_RATE_HZ
 from scipy.fft import next_fast_len
 from scipy.signal import fftconvolve
 
-from pasu.errors import SynthesisError
+from pasu.core.audio import SAMPLE_RATE_HZ
+from pasu.core.errors import SynthesisError
 
 from .rooms import Room
 

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pasu.errors import SynthesisError
+from pasu.core.errors import SynthesisError
 
 from .voices import Voice
 

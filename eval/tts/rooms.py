@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from pasu.paths import cache_dir
+from pasu.core.paths import cache_dir
 
 RT60_RANGE_S = (0.3, 0.8)
 DISTANCE_RANGE_M = (1.0, 4.0)

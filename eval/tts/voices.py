@@ -8,7 +8,7 @@ a corpus alone. Test and devel espeak-ng accents are held out with all their var
 import re
 from dataclasses import dataclass
 
-from pasu.errors import SynthesisError
+from pasu.core.errors import SynthesisError
 
 ENGINES = ("espeak", "mbrola", "flite", "festival", "pico", "piper")
 

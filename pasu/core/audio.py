@@ -7,7 +7,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from pasu.errors import AudioError
+from pasu.core.errors import AudioError
 
 SAMPLE_RATE_HZ = 16_000
 

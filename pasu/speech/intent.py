@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pasu.models.text import normalize_for_wer
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
+from pasu.core.text import normalize_for_wer
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 _WHITESPACE_RUN = re.compile(r"\s\s+")
@@ -97,7 +97,7 @@ class _Vectorizer:
 
 
 class NumpyIntentModel:
-    """Predicts SLURP intents from transcripts, as `models.intent.IntentClassifier` does."""
+    """Predicts SLURP intents from transcripts, as `IntentClassifier` does."""
 
     def __init__(self, vectorizers: list[_Vectorizer], coef, intercept, classes):
         self.vectorizers = vectorizers
@@ -150,11 +150,64 @@ class NumpyIntentModel:
         ]
 
 
+def pseudo_labels(
+    probabilities: np.ndarray, classes: Sequence[str], threshold: float
+) -> tuple[np.ndarray, list[str]]:
+    """Pseudo-labels: which unlabelled examples a model labels with confidence above the
+    threshold (a mask), and those labels."""
+    confident = probabilities.max(axis=1) > threshold
+    labels = np.asarray(classes)[probabilities.argmax(axis=1)]
+    return confident, [str(label) for label in labels[confident]]
+
+
+class IntentClassifier:
+    """Predicts SLURP intents from transcripts with the scikit-learn pipeline that
+    `pasu.models.intent` trains (scikit-learn is imported only when one is loaded)."""
+
+    def __init__(self, pipeline, info: dict):
+        self.pipeline = pipeline
+        self.info = info
+
+    def predict(self, texts: Sequence[str]) -> list[IntentPrediction]:
+        if not texts:
+            return []
+        probabilities = self.pipeline.predict_proba([normalize_for_wer(t) for t in texts])
+        classes = self.pipeline.classes_
+        return [
+            IntentPrediction(str(classes[i]), float(p[i]))
+            for p, i in zip(probabilities, probabilities.argmax(axis=1), strict=True)
+        ]
+
+    def save(self, path: Path) -> None:
+        import joblib
+        import sklearn
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        joblib.dump(
+            {"pipeline": self.pipeline, "info": self.info, "sklearn_version": sklearn.__version__},
+            path,
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> "IntentClassifier":
+        if not Path(path).is_file():
+            raise ConfigError(f"intent classifier not found: {path}")
+        import joblib  # unpickling the pipeline imports scikit-learn
+        import sklearn
+
+        stored = joblib.load(path)
+        if stored["sklearn_version"] != sklearn.__version__:
+            raise ConfigError(
+                f"{path} was saved with scikit-learn {stored['sklearn_version']} but "
+                f"{sklearn.__version__} is installed; reinstall with scripts/setup.sh "
+                "or retrain with `pasu train-intent`"
+            )
+        return cls(stored["pipeline"], stored["info"])
+
+
 def load_intent_model(path: Path):
     """A `.npz` export runs in numpy; a `.joblib` pipeline needs scikit-learn (imported then)."""
     path = Path(path)
     if path.suffix == ".npz":
         return NumpyIntentModel.load(path)
-    from pasu.models.intent import IntentClassifier
-
     return IntentClassifier.load(path)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import kaldi_native_fbank as knf
 import numpy as np
-from pasu.device.audio import SAMPLE_RATE_HZ
+
+from pasu.core.audio import SAMPLE_RATE_HZ
 
 NUM_MEL_BINS = 80
 FRAME_SHIFT_MS = 10

@@ -36,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from pasu.device.ctc_prefix import BLANK, CtcPrefixScorer
+
+from pasu.speech.ctc_prefix import BLANK, CtcPrefixScorer
 
 # A decoder step: (tokens (B, L) starting with sos, memory) -> log-probs (B, V), where memory
 # is whatever the step needs from the encoder output (the device: cross-attention keys, values).

@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # the cloud's MiniLM intent classifier; it also teaches the device's text classifier
 CLOUD_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "cloud-intent" / "minilm-lr.npz"
 
@@ -14,8 +14,9 @@ def cache_dir() -> Path:
 
 
 def slurp_text_dir() -> Path:
-    """Directory holding SLURP's text-only splits (test.jsonl, devel.jsonl, train_text.txt)."""
-    default = REPO_ROOT.parent / "shared" / "data" / "slurp"
+    """Directory holding SLURP's text-only splits (test.jsonl, devel.jsonl, train_text.txt, each
+    plain or xz-compressed); the repository carries its own copy."""
+    default = REPO_ROOT / "data" / "slurp"
     return Path(os.environ.get("PASU_SLURP_TEXT", default)).expanduser()
 
 

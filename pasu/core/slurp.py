@@ -3,16 +3,19 @@
 A corpus directory DIR holds `DIR/<split>.jsonl` in SLURP's own line format (one sentence per
 line, its audio in `recordings[].file`) and the audio under `DIR/audio/` (or another directory:
 the real SLURP download keeps it in `slurp_real/`). Without a corpus directory, the text-only
-splits come from `pasu.paths.slurp_text_dir()`.
+splits come from `pasu.core.paths.slurp_text_dir()`.
 """
 
 import json
+import lzma
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
-from pasu.errors import DataError
-from pasu.paths import slurp_text_dir
+from pasu.core.errors import DataError
+from pasu.core.paths import slurp_text_dir
 
 SPLITS = ("train", "devel", "test")
 
@@ -89,12 +92,26 @@ def _parse_sentence(record: dict, where: str) -> Sentence:
     )
 
 
+def _text_file(directory: Path, name: str) -> Path | None:
+    """`name` in `directory`, plain or xz-compressed (`name.xz`, as the vendored copy)."""
+    for candidate in (directory / name, directory / f"{name}.xz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _open_text(path: Path) -> TextIO:
+    if path.suffix == ".xz":
+        return lzma.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
 def read_jsonl(path: Path) -> list[Sentence]:
-    """Parse a SLURP-format jsonl file, with the line number in any error."""
+    """Parse a SLURP-format jsonl file (plain or `.xz`), with the line number in any error."""
     if not path.is_file():
         raise DataError(f"split file not found: {path}")
     sentences = []
-    with path.open(encoding="utf-8") as lines:
+    with _open_text(path) as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -114,12 +131,13 @@ def load_sentences(split: str, text_dir: Path | None = None) -> list[Sentence]:
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
     directory = Path(text_dir) if text_dir else slurp_text_dir()
-    jsonl = directory / f"{split}.jsonl"
-    if jsonl.is_file():
+    jsonl = _text_file(directory, f"{split}.jsonl")
+    if jsonl:
         return read_jsonl(jsonl)
-    if split == "train" and (directory / "train_text.txt").is_file():
-        lines = (directory / "train_text.txt").read_text(encoding="utf-8").splitlines()
-        return [Sentence(None, line.strip(), None, None) for line in lines if line.strip()]
+    train_text = _text_file(directory, "train_text.txt") if split == "train" else None
+    if train_text:
+        with _open_text(train_text) as lines:
+            return [Sentence(None, line.strip(), None, None) for line in lines if line.strip()]
     raise DataError(f"no text for split {split!r} in {directory} (set PASU_SLURP_TEXT?)")
 
 
@@ -194,3 +212,9 @@ def fixed_subset(recordings: list[Recording], size: int) -> list[Recording]:
         return recordings
     step = len(recordings) / size
     return [recordings[int(i * step)] for i in range(size)]
+
+
+def rendition_of(file_name: str) -> int | None:
+    """The rendition index in a SLURP-TTS file name (`tts-train-00004-6-...`), else None."""
+    match = re.match(r"tts-[a-z]+-\d+-(\d+)-", file_name)
+    return int(match.group(1)) if match else None

@@ -16,22 +16,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from pasu.device.audio import SAMPLE_RATE_HZ, AudioSource, load_audio, to_mono
+
+from pasu.core.audio import SAMPLE_RATE_HZ, AudioSource, load_audio, to_mono
+from pasu.core.errors import AudioError, ConfigError
+from pasu.core.paths import REPO_ROOT
 from pasu.device.engine import Engine, EngineConfig, Session, Transcript
-from pasu.device.intent import IntentParts
 from pasu.device.latency import SimulatedPilots, feed_virtually
 from pasu.device.offload import (
     CloudAnswer,
     CloudClient,
-    EmbeddedCloud,
     HttpCloudClient,
     OffloadFailed,
 )
+from pasu.embedded_cloud import EmbeddedCloud
 from pasu.offramp.features import OfframpFeatures
 from pasu.offramp.policy import Decision, Policy, load_policy
-
-from pasu.errors import AudioError, ConfigError
-from pasu.paths import REPO_ROOT
+from pasu.speech.intent import IntentParts
 
 DEFAULT_MODEL_NAME = "pasu-base"
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "pretrained" / DEFAULT_MODEL_NAME
@@ -172,7 +172,7 @@ class Understander:
 
     @staticmethod
     def _intent_model(model_dir: Path, intent_path: Path | str | None):
-        from pasu.device.intent import load_intent_model
+        from pasu.speech.intent import load_intent_model
 
         candidates = (
             [Path(intent_path)]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from pasu.errors import ConfigError
+from pasu.core.errors import ConfigError
 
 BLANK_ID = 0
 UNK_ID = 1

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import jiwer
 import numpy as np
-from pasu.models.text import normalize_for_wer
 
-from pasu.errors import DataError
+from pasu.core.errors import DataError
+from pasu.core.text import normalize_for_wer
 
 
 @dataclass(frozen=True)
