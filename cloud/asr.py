@@ -6,7 +6,7 @@ three times cheaper. Whisper never saw short windows in training and can halluci
 so every short-window result passes guards (end of text reached, no repetition, plausible
 speaking rate, confident decode); a result that fails falls back to the standard padded run.
 Off by default: on SLURP-TTS test it cost 1.0 WER point against the padded run, more than the
-0.5 we accept (eval/results/whisper-window.md).
+0.5 we accept (results/whisper-window.md).
 """
 
 import math
@@ -89,7 +89,7 @@ class WhisperOptions:
     short_window: bool = False
     window_margin_s: float = 1.0  # trailing silence that lets Whisper end the text
     # Windows come in 10 s steps: 4-6 s windows made Whisper base repeat itself and lose
-    # 11 WER points on SLURP-TTS test (eval/results/whisper-window-4s.md); 10 s kept its WER.
+    # 11 WER points on SLURP-TTS test (results/whisper-window-4s.md); 10 s kept its WER.
     window_bucket_s: float = 10.0
     beam_size: int = 5
     cpu_threads: int = 2

@@ -48,7 +48,7 @@ class EngineConfig:
     beam_size: int = 5
     ctc_weight: float = 0.3
     beam_collapse: bool = True
-    collapse_margin: float = 2.0  # nats; tuned on devel (eval/results/device.md)
+    collapse_margin: float = 2.0  # nats; tuned on devel (results/device.md)
     draft_check: bool = True  # beam collapse reads the decoder's rows along the pilot at once
     early_termination: bool = True
     score_bound: bool = True

@@ -3,7 +3,7 @@ speech recogniser made of the SLURP-TTS test recordings (a predictions file of t
 evaluation), close-talk and far-field apart, every classifier on the same texts.
 
     python -m pasu.eval.bench_intent --classifier self=PATH --classifier distilled=PATH \\
-        --transcripts ours-ondevice=eval/results/slurp-test/predictions-ours-ondevice.jsonl
+        --transcripts ours-ondevice=results/slurp-test/predictions-ours-ondevice.jsonl
 
 A classifier is a device `.joblib`/`.npz` or the cloud's MiniLM `.npz`.
 """

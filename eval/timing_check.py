@@ -7,7 +7,7 @@ moved the timings. Both runs come from the run cache (a missing one is run first
 `pasu eval slurp` would).
 
     python -m pasu.eval.timing_check --checkpoint ~/.cache/pasu/models/pasu-base.pt --limit 300 \
-        --json eval/results/slurp-test300/timing-check.json
+        --json results/slurp-test300/timing-check.json
 """
 
 import argparse

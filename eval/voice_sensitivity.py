@@ -9,7 +9,7 @@ with one fixed factor to every close-talk recording's log-mel energies before CM
 below 1 moves formants down (a longer vocal tract).
 
     python -m pasu.eval.voice_sensitivity --checkpoint shipped=models/pretrained/pasu-base \
-        --checkpoint new=~/.cache/pasu/runs/NAME/best.pt --json eval/results/voices/report.json
+        --checkpoint new=~/.cache/pasu/runs/NAME/best.pt --json results/voices/report.json
 """
 
 import argparse

@@ -31,7 +31,7 @@ def write_model_card(
     # best.pt keeps only weights; the training state lives in the run's latest checkpoint.
     latest = run_dir / "checkpoint.pt"
     state = (
-        torch.load(latest, map_location="cpu", weights_only=False)["state"]
+        torch.load(latest, map_location="cpu", weights_only=True)["state"]
         if latest.is_file()
         else {}
     )

@@ -16,7 +16,7 @@ def load_checkpoint_model(checkpoint: Path) -> LateContextModel:
     directory (rebuilt from its graphs, `models.onnx_import`)."""
     if is_model_dir(checkpoint):
         return model_from_model_dir(checkpoint)
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
     model = LateContextModel(ModelConfig(**saved["model_config"]))
     model.load_state_dict(saved["model"])
     return model.eval()
@@ -28,7 +28,7 @@ def export_model_dir(
     """A device model directory from a training checkpoint and its run directory; config.json
     records which checkpoint and how far training had got."""
     model = load_checkpoint_model(checkpoint)
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False).get("state", {})
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True).get("state", {})
     history = state.get("history") or [{}]
     training = {
         "run": run_dir.name,

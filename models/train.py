@@ -252,16 +252,28 @@ def validate(model, utterances, cmvn, tokenizer, references) -> dict[str, float]
 
 
 def _rng_state() -> dict:
+    """Random states as tensors and plain values, so that checkpoints load with
+    `weights_only=True`."""
+    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
     return {
         "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
+        "numpy": [
+            kind,
+            torch.from_numpy(keys.astype(np.int64)),
+            position,
+            has_gauss,
+            cached_gaussian,
+        ],  # fmt: skip
         "python": random.getstate(),
     }
 
 
 def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    kind, keys, position, has_gauss, cached_gaussian = state["numpy"]
+    np.random.set_state(
+        (kind, keys.numpy().astype(np.uint32), position, has_gauss, cached_gaussian)
+    )
     random.setstate(state["python"])
 
 
@@ -299,7 +311,7 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
     }
     checkpoint_path = run_dir / "checkpoint.pt"
     if checkpoint_path.is_file():
-        saved = torch.load(checkpoint_path, weights_only=False)
+        saved = torch.load(checkpoint_path, weights_only=True)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])

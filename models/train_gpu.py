@@ -130,7 +130,7 @@ def train(args: argparse.Namespace) -> dict:
     }
     checkpoint = work / "checkpoint.pt"
     if checkpoint.is_file():
-        saved = torch.load(checkpoint, weights_only=False)
+        saved = torch.load(checkpoint, weights_only=True)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])

@@ -51,4 +51,4 @@ def load_weights(source: Path) -> dict[str, torch.Tensor]:
         return model_from_model_dir(source).state_dict()
     if source.is_dir():
         return load_shards(source)
-    return torch.load(source, weights_only=False)["model"]
+    return torch.load(source, weights_only=True)["model"]

@@ -138,7 +138,7 @@ def test_gpu_trainer_resumes_and_its_weights_start_a_cpu_run(tiny_corpus, tmp_pa
 
     with pytest.raises(DataError, match="vtlp_warp"):
         train(replace(config, vtlp_warp=0.0, max_steps=2), fine_tune, progress=False)
-    tuned = torch.load(fine_tune / "checkpoint.pt", weights_only=False)["model"]
+    tuned = torch.load(fine_tune / "checkpoint.pt", weights_only=True)["model"]
     name = "ctc.ctc_lo.weight"
     assert not torch.equal(tuned[name], shipped[name])  # one step moved it ...
     assert torch.allclose(tuned[name], shipped[name], atol=0.05)  # ... from the shipped weights
@@ -220,7 +220,7 @@ def test_both_trainers_start_from_a_shipped_model_directory(tiny_corpus, tmp_pat
     )
     log = (fine_tune / "train.log").read_text()
     assert "initialised from" in log and "calibrated 3 rebuilt BatchNorms" in log
-    tuned = torch.load(fine_tune / "checkpoint.pt", weights_only=False)["model"]
+    tuned = torch.load(fine_tune / "checkpoint.pt", weights_only=True)["model"]
     name = "ctc.ctc_lo.weight"
     assert torch.allclose(tuned[name], shipped[name], atol=0.05)
     assert not torch.equal(tuned[name], shipped[name])

@@ -24,8 +24,8 @@ def test_interrupted_run_resumes_to_the_same_weights(tiny_corpus, tmp_path):
     train(_config(tiny_corpus, max_steps=3), tmp_path / "b", progress=False)  # stops mid-epoch
     resumed = train(_config(tiny_corpus), tmp_path / "b", progress=False)
     assert resumed["step"] == straight["step"] and resumed["epoch"] == 2
-    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["model"]
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert "resumed at epoch 0 batch 3" in (tmp_path / "b" / "train.log").read_text()
 
@@ -79,7 +79,7 @@ def test_a_decaying_run_stops_at_zero_and_keeps_its_schedule(tiny_corpus, tmp_pa
     config = _config(tiny_corpus, warmup_steps=2, decay_to_zero_at=4)
     state = train(config, tmp_path / "run", progress=False)
     assert state["step"] == 4
-    saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     assert saved["scheduler"]["_last_lr"] == [0.0]
     with pytest.raises(DataError, match="decay_to_zero_at"):
         train(
