@@ -14,10 +14,8 @@ import numpy as np
 from pasu.cloud.asr import SpeechRecognizer, WhisperOptions, WhisperRecognizer
 from pasu.cloud.whisper_models import resolve_checkpoint
 from pasu.core.errors import ConfigError
-from pasu.core.paths import CLOUD_INTENT_PATH, REPO_ROOT
+from pasu.core.modeldir import CLOUD_INTENT_PATH, TEXT_INTENT_JOBLIB
 from pasu.speech.intent import IntentParts, IntentPrediction
-
-TEXT_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "intent-text.joblib"
 
 
 class IntentModel(Protocol):
@@ -92,7 +90,7 @@ def load_intent_model(kind: str, path: Path | None = None) -> IntentModel:
     if kind == "text":
         from pasu.speech.intent import IntentClassifier
 
-        return IntentClassifier.load(path or TEXT_INTENT_PATH)
+        return IntentClassifier.load(path or TEXT_INTENT_JOBLIB)
     raise ConfigError(f"unknown intent model {kind!r}; expected 'minilm' or 'text'")
 
 

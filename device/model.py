@@ -7,11 +7,16 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from pasu.core.errors import ConfigError
+from pasu.core.modeldir import (
+    CMVN_FILE,
+    CONFIG_FILE,
+    GRAPHS,
+    TOKENIZER_FILE,
+    graph_file,
+    require_model_dir,
+)
 from pasu.speech.frontend import GlobalCmvn
 from pasu.speech.tokenizer import Tokenizer
-
-GRAPHS = ("conv_stack", "encoder_top", "decoder_memory", "decoder_step")
 
 
 @dataclass(frozen=True)
@@ -28,16 +33,9 @@ class DeviceModel:
     """Loads once per engine; sessions are shared by every stream of that engine."""
 
     def __init__(self, model_dir: Path | str, threads: int = 1):
-        model_dir = Path(model_dir)
-        missing = [
-            n
-            for n in (*(f"{g}.onnx" for g in GRAPHS), "tokenizer.model", "cmvn.npz", "config.json")
-            if not (model_dir / n).is_file()
-        ]
-        if missing:
-            raise ConfigError(f"model directory {model_dir} lacks {', '.join(missing)}")
+        model_dir = require_model_dir(model_dir)
         self.directory = model_dir
-        self.config = json.loads((model_dir / "config.json").read_text())
+        self.config = json.loads((model_dir / CONFIG_FILE).read_text())
         model = self.config["model"]
         self.info = ModelInfo(
             model["d_model"],
@@ -45,15 +43,15 @@ class DeviceModel:
             self.config["conv_cache_frames"],
             model["vocab_size"],
         )
-        self.tokenizer = Tokenizer(model_dir / "tokenizer.model")
-        self.cmvn = GlobalCmvn.load(model_dir / "cmvn.npz")
+        self.tokenizer = Tokenizer(model_dir / TOKENIZER_FILE)
+        self.cmvn = GlobalCmvn.load(model_dir / CMVN_FILE)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._sessions = {
             g: ort.InferenceSession(
-                str(model_dir / f"{g}.onnx"), options, providers=["CPUExecutionProvider"]
+                str(model_dir / graph_file(g)), options, providers=["CPUExecutionProvider"]
             )
             for g in GRAPHS
         }

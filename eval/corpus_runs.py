@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from pasu.core.audio import load_audio
 from pasu.core.metrics import word_errors
+from pasu.core.modeldir import CMVN_FILE, CONFIG_FILE, TOKENIZER_FILE
 from pasu.core.paths import cache_dir
 from pasu.core.slurp import Recording, fixed_subset, load_recordings
 from pasu.device.engine import Engine, EngineConfig
@@ -29,7 +30,7 @@ from pasu.device.offload import encode_flac
 from pasu.offramp.features import OfframpFeatures
 
 # What a device run depends on in a model directory (not its offramp, which is fit on the runs).
-_DECODING_FILES = ("config.json", "tokenizer.model", "cmvn.npz")
+_DECODING_FILES = (CONFIG_FILE, TOKENIZER_FILE, CMVN_FILE)
 
 
 def fingerprint(*parts: object) -> str:
@@ -182,7 +183,7 @@ def baseline_runs(
     """ESPnet's BatchBeamSearch on the torch weights (the OnDevice baseline): features while
     speaking, the whole encoder and the beam search after the end of speech. `checkpoint` is a
     torch weights file or a model directory (the model rebuilt from its graphs)."""
-    from pasu.models.onnx_import import is_model_dir
+    from pasu.core.modeldir import is_model_dir
 
     if checkpoint.is_dir() and not is_model_dir(checkpoint):
         raise ValueError(f"{checkpoint} is neither a weights file nor a model directory")
@@ -223,8 +224,8 @@ class EspnetDecoder:
         model = load_checkpoint_model(checkpoint)
         round_weights_to_float16(model)
         self.baseline = EspnetBaseline(model)
-        self.cmvn = GlobalCmvn.load(model_dir / "cmvn.npz")
-        self.tokenizer = Tokenizer(model_dir / "tokenizer.model")
+        self.cmvn = GlobalCmvn.load(model_dir / CMVN_FILE)
+        self.tokenizer = Tokenizer(model_dir / TOKENIZER_FILE)
 
     def __call__(self, audio_path: Path) -> tuple[str, float, float]:
         from pasu.speech.frontend import compute_fbank

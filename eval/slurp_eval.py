@@ -20,12 +20,13 @@ import numpy as np
 
 from pasu.core.errors import ConfigError
 from pasu.core.metrics import intent_accuracy
+from pasu.core.modeldir import CONFIG_FILE, OFFRAMP_BILSTM_FILE, OFFRAMP_CONFIG_FILE
 from pasu.device.engine import EngineConfig
 from pasu.eval.predictions import Prediction, write_predictions
 from pasu.eval.reports import pct
 from pasu.offramp.calibrate import offload_curve
 from pasu.offramp.features import OfframpFeatures
-from pasu.offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
+from pasu.offramp.policy import load_config
 from pasu.offramp.scores import BiLstmScorer, perplexity
 
 
@@ -468,7 +469,7 @@ def write_system_predictions(
     if all(u.espnet_text is not None for u in utterances):
         chosen["ondevice-espnet"] = [(u.espnet_text, u.espnet_intent) for u in utterances]
     if model_dir is not None:
-        bilstm_path = model_dir / BILSTM_FILE
+        bilstm_path = model_dir / OFFRAMP_BILSTM_FILE
         scorers = {"ppl": perplexity}
         if bilstm_path.is_file():
             scorers["lstm"] = BiLstmScorer.load(bilstm_path)
@@ -848,7 +849,7 @@ def run(
         pilot_variants[name] = merge_runs(
             rows, cloud, intents(device_classifier, texts), cloud_intents
         )
-    bilstm_path = model_dir / BILSTM_FILE
+    bilstm_path = model_dir / OFFRAMP_BILSTM_FILE
     bilstm = BiLstmScorer.load(bilstm_path) if bilstm_path.is_file() else None
     meta = {
         "split": split,
@@ -856,7 +857,7 @@ def run(
         "data_dir": str(data_dir),
         "model_dir": str(model_dir),
         "model_version": {"name": model_dir.resolve().name}
-        | json.loads((model_dir / "config.json").read_text()).get("training", {}),
+        | json.loads((model_dir / CONFIG_FILE).read_text()).get("training", {}),
         "checkpoint": str(checkpoint) if checkpoint else None,
         "cloud_model": cloud_model,
         "cloud_intent": cloud_intent,
@@ -865,7 +866,7 @@ def run(
         "offramp_fingerprint": fingerprint(
             *(
                 (name, (model_dir / name).read_bytes())
-                for name in (CONFIG_FILE, BILSTM_FILE)
+                for name in (OFFRAMP_CONFIG_FILE, OFFRAMP_BILSTM_FILE)
                 if (model_dir / name).is_file()
             )
         ),

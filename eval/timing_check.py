@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pasu.core.modeldir import DEFAULT_MODEL_DIR
 from pasu.core.paths import slurp_tts_dir
 from pasu.device.engine import EngineConfig
 from pasu.eval.corpus_runs import baseline_runs, device_runs
@@ -88,7 +89,7 @@ def format_report(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="models/pretrained/pasu-base")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL_DIR))
     parser.add_argument("--checkpoint", required=True, help="torch weights (the ESPnet runs)")
     parser.add_argument("--data", default=str(slurp_tts_dir()))
     parser.add_argument("--split", default="test")

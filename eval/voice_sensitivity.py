@@ -23,12 +23,12 @@ from tqdm import tqdm
 
 from pasu.core.audio import load_audio
 from pasu.core.metrics import wer
+from pasu.core.modeldir import CMVN_FILE, DEFAULT_MODEL_DIR, TOKENIZER_FILE, is_model_dir
 from pasu.core.paths import slurp_tts_dir
 from pasu.core.slurp import Recording, load_recordings
 from pasu.eval.reports import machine, save_report
 from pasu.models.augment import source_positions, warp_bands
 from pasu.models.checkpoints import load_checkpoint_model
-from pasu.models.onnx_import import is_model_dir
 from pasu.models.train import greedy_ctc_texts
 from pasu.speech.frontend import GlobalCmvn, compute_fbank
 from pasu.speech.tokenizer import Tokenizer
@@ -61,12 +61,10 @@ class GreedyCtc:
     def __init__(self, checkpoint: Path, model_dir: Path):
         run = checkpoint if checkpoint.is_dir() else checkpoint.parent
         home = (
-            run
-            if (run / "cmvn.npz").is_file() and (run / "tokenizer.model").is_file()
-            else model_dir
+            run if (run / CMVN_FILE).is_file() and (run / TOKENIZER_FILE).is_file() else model_dir
         )
-        cmvn = GlobalCmvn.load(home / "cmvn.npz")
-        tokenizer = Tokenizer(str(home / "tokenizer.model"))
+        cmvn = GlobalCmvn.load(home / CMVN_FILE)
+        tokenizer = Tokenizer(str(home / TOKENIZER_FILE))
         self.model = load_checkpoint_model(checkpoint).eval()
         self.mean = torch.as_tensor(cmvn.mean)
         self.inv_std = torch.as_tensor(cmvn.inv_std)
@@ -184,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
         "--checkpoint", type=_named_checkpoint, action="append", required=True,
         help="NAME=PATH of torch weights or a model directory; repeat to compare",
     )  # fmt: skip
-    parser.add_argument("--model", default="models/pretrained/pasu-base", help="tokenizer, CMVN")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL_DIR), help="tokenizer, CMVN")
     parser.add_argument("--data", default=str(slurp_tts_dir()))
     parser.add_argument("--splits", default="devel,test")
     parser.add_argument("--per-group", type=int, default=40)

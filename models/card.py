@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from pasu.core.modeldir import CARD_JSON_FILE, CARD_MARKDOWN_FILE
 from pasu.models.checkpoints import load_checkpoint_model
 from pasu.models.compute_cost import compute_cost
 
@@ -16,7 +17,7 @@ def _sizes(model_dir: Path) -> dict[str, float]:
     return {
         p.name: round(p.stat().st_size / 2**20, 2)
         for p in sorted(model_dir.iterdir())
-        if p.is_file() and p.name not in ("MODEL_CARD.md", "card.json")
+        if p.is_file() and p.name not in (CARD_MARKDOWN_FILE, CARD_JSON_FILE)
     }
 
 
@@ -55,8 +56,8 @@ def write_model_card(
         "command": command,
         "notes": notes,
     }
-    (model_dir / "card.json").write_text(json.dumps(card, indent=2) + "\n")
-    (model_dir / "MODEL_CARD.md").write_text(_markdown(card))
+    (model_dir / CARD_JSON_FILE).write_text(json.dumps(card, indent=2) + "\n")
+    (model_dir / CARD_MARKDOWN_FILE).write_text(_markdown(card))
     return card
 
 

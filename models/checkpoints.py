@@ -6,9 +6,10 @@ from pathlib import Path
 
 import torch
 
+from pasu.core.modeldir import CMVN_FILE, TOKENIZER_FILE, is_model_dir
 from pasu.models.asr_model import LateContextModel, ModelConfig
 from pasu.models.export import write_model_dir
-from pasu.models.onnx_import import is_model_dir, model_from_model_dir
+from pasu.models.onnx_import import model_from_model_dir
 
 
 def load_checkpoint_model(checkpoint: Path) -> LateContextModel:
@@ -39,7 +40,7 @@ def export_model_dir(
         "last_validation": history[-1],
     }
     extra = {"training": training, **(extra or {})}
-    return write_model_dir(model, run_dir / "tokenizer.model", run_dir / "cmvn.npz", out_dir, extra)
+    return write_model_dir(model, run_dir / TOKENIZER_FILE, run_dir / CMVN_FILE, out_dir, extra)
 
 
 def save_float16_state(checkpoint: Path, out_path: Path) -> Path:

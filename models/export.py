@@ -31,6 +31,7 @@ import torch
 from espnet.nets.pytorch_backend.transformer.mask import subsequent_mask
 from onnx import TensorProto, helper, numpy_helper
 
+from pasu.core.modeldir import CMVN_FILE, CONFIG_FILE, TOKENIZER_FILE, graph_file
 from pasu.models.asr_model import LateContextModel
 
 OPSET = 17
@@ -194,14 +195,14 @@ def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool 
                 torch.randn(1, 4 * 12 + 3, config.num_mel_bins),
                 torch.zeros(config.num_conv_blocks, 1, config.d_model, cache_frames),
             ),
-            out_dir / "conv_stack.onnx",
+            out_dir / graph_file("conv_stack"),
             {"features": {1: "input_frames"}, "caches": None},
             {"frames": {1: "new_frames"}, "new_caches": None},
         )
         _export(
             EncoderTopGraph(model),
             (torch.randn(1, 40, config.d_model),),
-            out_dir / "encoder_top.onnx",
+            out_dir / graph_file("encoder_top"),
             {"frames": {1: "frames"}},
             {"encoded": {1: "frames"}, "ctc_log_probs": {1: "frames"}},
         )
@@ -209,7 +210,7 @@ def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool 
         _export(
             DecoderMemoryGraph(model),
             (torch.randn(1, 40, config.d_model),),
-            out_dir / "decoder_memory.onnx",
+            out_dir / graph_file("decoder_memory"),
             {"encoded": {1: "frames"}},
             {"keys": {3: "frames"}, "values": {3: "frames"}},
         )
@@ -221,7 +222,7 @@ def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool 
                 keys,
                 values,
             ),
-            out_dir / "decoder_step.onnx",
+            out_dir / graph_file("decoder_step"),
             {
                 "tokens": {0: "hypotheses", 1: "length"},
                 "positions": {0: "positions"},
@@ -232,7 +233,7 @@ def export_graphs(model: LateContextModel, out_dir: Path, float16_weights: bool 
         )
     if float16_weights:
         for name in ("conv_stack", "encoder_top", "decoder_memory", "decoder_step"):
-            store_weights_as_float16(out_dir / f"{name}.onnx")
+            store_weights_as_float16(out_dir / graph_file(name))
 
 
 def write_model_dir(
@@ -245,8 +246,8 @@ def write_model_dir(
 ) -> Path:
     """A complete device model directory: graphs, tokenizer, CMVN and `config.json`."""
     export_graphs(model, out_dir, float16_weights)
-    shutil.copy(tokenizer_path, out_dir / "tokenizer.model")
-    shutil.copy(cmvn_path, out_dir / "cmvn.npz")
+    shutil.copy(tokenizer_path, out_dir / TOKENIZER_FILE)
+    shutil.copy(cmvn_path, out_dir / CMVN_FILE)
     config = model.config
     description = {
         "model": config.to_dict(),
@@ -262,5 +263,5 @@ def write_model_dir(
         },
         **(extra or {}),
     }
-    (out_dir / "config.json").write_text(json.dumps(description, indent=2) + "\n")
+    (out_dir / CONFIG_FILE).write_text(json.dumps(description, indent=2) + "\n")
     return out_dir

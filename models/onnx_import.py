@@ -25,9 +25,9 @@ import onnx
 import torch
 from onnx import numpy_helper
 
+from pasu.core.modeldir import CONFIG_FILE, GRAPHS, graph_file, is_model_dir
 from pasu.models.asr_model import LateContextModel, ModelConfig
 
-GRAPHS = ("conv_stack", "encoder_top", "decoder_memory", "decoder_step")
 FP16_SUFFIX = "__fp16"
 # Batches of training data that set a rebuilt model's BatchNorm statistics before training.
 CALIBRATION_BATCHES = 16
@@ -37,13 +37,6 @@ class GraphMismatch(ValueError):
     """The graphs were not written by this version of `models.export` for this config."""
 
 
-def is_model_dir(path: Path) -> bool:
-    path = Path(path)
-    return (path / "config.json").is_file() and all(
-        (path / f"{graph}.onnx").is_file() for graph in GRAPHS
-    )
-
-
 def model_from_model_dir(model_dir: Path) -> LateContextModel:
     """The torch model whose export is `model_dir`'s graphs (eval mode, float32 tensors)."""
     model_dir = Path(model_dir)
@@ -51,14 +44,16 @@ def model_from_model_dir(model_dir: Path) -> LateContextModel:
         raise FileNotFoundError(
             f"{model_dir} is not a model directory (config.json and {', '.join(GRAPHS)}.onnx)"
         )
-    config = ModelConfig(**json.loads((model_dir / "config.json").read_text())["model"])
+    config = ModelConfig(**json.loads((model_dir / CONFIG_FILE).read_text())["model"])
     model = LateContextModel(config).eval()
     _make_batchnorms_identity(model)
     sources, constants = _initializer_sources(config)
     state = model.state_dict()
     found: dict[str, np.ndarray] = {}
     for graph in GRAPHS:
-        for name, array in _initializers(onnx.load(str(model_dir / f"{graph}.onnx")).graph).items():
+        for name, array in _initializers(
+            onnx.load(str(model_dir / graph_file(graph))).graph
+        ).items():
             source = sources.get((graph, name))
             if source is None:
                 _check_constant(graph, name, array, constants)
@@ -139,7 +134,7 @@ def _initializer_sources(
     with tempfile.TemporaryDirectory() as tmp:
         export_graphs(probe, Path(tmp), float16_weights=False)
         for graph in GRAPHS:
-            exported = onnx.load(str(Path(tmp) / f"{graph}.onnx")).graph
+            exported = onnx.load(str(Path(tmp) / graph_file(graph))).graph
             for name, values in _initializers(exported).items():
                 match = _find(values, by_size.get(values.size, []), tagged)
                 if match is not None:

@@ -18,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pasu.core.errors import DataError
+from pasu.core.modeldir import CMVN_FILE, TOKENIZER_FILE
 from pasu.models.features import CachedUtterance
 from pasu.speech.frontend import GlobalCmvn
 from pasu.speech.tokenizer import Tokenizer
@@ -150,14 +151,14 @@ def pack_run(
     utterances than earlier ones."""
     from pasu.models.features import iter_cached
 
-    tokenizer = Tokenizer(run_dir / "tokenizer.model")
-    cmvn = GlobalCmvn.load(run_dir / "cmvn.npz")
+    tokenizer = Tokenizer(run_dir / TOKENIZER_FILE)
+    cmvn = GlobalCmvn.load(run_dir / CMVN_FILE)
     total = sum(1 for _ in _ids(train_cache))
     order = np.random.default_rng(seed).permutation(total)
     # Enough candidates for the packs (~6,000 utterances each), not the whole corpus in memory.
     keep = order[skip : min(total, skip + packs * 8000)]
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmvn.save(out_dir / "cmvn.npz")  # the GPU trainer's voice perturbation needs it
+    cmvn.save(out_dir / CMVN_FILE)  # the GPU trainer's voice perturbation needs it
     written = write_packs(
         shuffled(iter_cached(train_cache), keep),
         tokenizer,

@@ -22,12 +22,13 @@ from tqdm import tqdm
 
 from pasu.core.errors import DataError
 from pasu.core.metrics import wer
+from pasu.core.modeldir import CMVN_FILE, TOKENIZER_FILE, is_model_dir
 from pasu.core.paths import cache_dir
 from pasu.core.slurp import load_recordings, load_sentences, rendition_of, unique_sentences
 from pasu.models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from pasu.models.augment import build_voice_perturbation
 from pasu.models.features import build_feature_cache, compute_cmvn, iter_cached, split_cache_dir
-from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
+from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms
 from pasu.models.weights import load_weights
 from pasu.speech.frontend import GlobalCmvn
 from pasu.speech.subsampling import SUBSAMPLING_CONTEXT
@@ -98,7 +99,7 @@ def _log(run_dir: Path, message: str) -> None:
 def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
     """Tokenizer, features and CMVN for a run (each computed once, then reused)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer_path = run_dir / "tokenizer.model"
+    tokenizer_path = run_dir / TOKENIZER_FILE
     if not tokenizer_path.is_file():
         texts = [s.text for s in unique_sentences(load_sentences("train"))]
         train_tokenizer(texts, run_dir / "tokenizer", config.vocab_size)
@@ -123,7 +124,7 @@ def prepare_run(config: TrainConfig, run_dir: Path, progress: bool = True):
         build_feature_cache(recordings, directory, progress=progress)
         splits[split] = directory
 
-    cmvn_path = run_dir / "cmvn.npz"
+    cmvn_path = run_dir / CMVN_FILE
     if not cmvn_path.is_file():
         compute_cmvn(iter_cached(splits["train"])).save(cmvn_path)
     return tokenizer, GlobalCmvn.load(cmvn_path), splits

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from pasu.core.metrics import wer
+from pasu.core.modeldir import CMVN_FILE, is_model_dir
 from pasu.models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from pasu.models.augment import VoicePerturbation, build_voice_perturbation
-from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms, is_model_dir
+from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms
 from pasu.models.packed import PackedUtterance, read_pack
 from pasu.models.train import (
     MODEL_SIZES,
@@ -228,7 +229,7 @@ def _voice_perturbation(args: argparse.Namespace, device: torch.device) -> Voice
     (`pasu pack` saves it beside the packs)."""
     if args.vtlp <= 0 and args.tilt_db <= 0:
         return None
-    cmvn_path = Path(args.cmvn) if args.cmvn else Path(args.packs) / "cmvn.npz"
+    cmvn_path = Path(args.cmvn) if args.cmvn else Path(args.packs) / CMVN_FILE
     if not cmvn_path.is_file():
         raise SystemExit(
             f"--vtlp/--tilt-db need the CMVN the packs used: {cmvn_path} not found (--cmvn)"

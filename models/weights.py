@@ -44,7 +44,8 @@ def load_weights(source: Path) -> dict[str, torch.Tensor]:
     """Weights from a folder of shards, a `pasu train` checkpoint / best.pt file, or a shipped
     model directory (rebuilt from its graphs: calibrate its BatchNorms before training, see
     `models.onnx_import.calibrate_batchnorms`)."""
-    from pasu.models.onnx_import import is_model_dir, model_from_model_dir
+    from pasu.core.modeldir import is_model_dir
+    from pasu.models.onnx_import import model_from_model_dir
 
     source = Path(source)
     if is_model_dir(source):

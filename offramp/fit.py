@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from pasu.core.errors import ConfigError
+from pasu.core.modeldir import OFFRAMP_BILSTM_FILE, OFFRAMP_CONFIG_FILE
 from pasu.offramp.calibrate import threshold_for_offload_ratio, threshold_for_target_wer
 from pasu.offramp.features import OfframpFeatures
-from pasu.offramp.policy import BILSTM_FILE, CONFIG_FILE, load_config
+from pasu.offramp.policy import load_config
 from pasu.offramp.scores import BiLstmScorer, perplexity
 
 WRONG_WER = 0.1  # the BiLSTM predicts P(device WER > 0.1), as in the paper
@@ -38,7 +39,7 @@ def scores(rows: list[dict], score) -> np.ndarray:
 
 
 def _write_config(model_dir: Path, config: dict) -> None:
-    (model_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    (model_dir / OFFRAMP_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
 
 
 def train_offramp(model_dir: Path, rows: list[dict], seed: int = 0) -> dict:
@@ -50,7 +51,7 @@ def train_offramp(model_dir: Path, rows: list[dict], seed: int = 0) -> dict:
     features = [judged_features(r) for r in usable]
     labels = np.array([device_wrong(r) for r in usable])
     scorer, metrics = train_bilstm(features, labels, seed=seed)
-    scorer.save(model_dir / BILSTM_FILE)
+    scorer.save(model_dir / OFFRAMP_BILSTM_FILE)
     config = load_config(model_dir)
     config["bilstm"] = metrics
     _write_config(model_dir, config)
@@ -69,7 +70,7 @@ def calibrate(
     if (target_offload is None) == (target_wer is None):
         raise ConfigError("give exactly one of a target offload ratio and a target WER")
     scorers = {"ppl": perplexity}
-    bilstm_path = model_dir / BILSTM_FILE
+    bilstm_path = model_dir / OFFRAMP_BILSTM_FILE
     if bilstm_path.is_file():
         scorers["lstm"] = BiLstmScorer.load(bilstm_path)
     elif default_policy == "lstm":

@@ -15,12 +15,11 @@ from typing import Protocol
 import numpy as np
 
 from pasu.core.errors import ConfigError
+from pasu.core.modeldir import OFFRAMP_BILSTM_FILE, OFFRAMP_CONFIG_FILE
 from pasu.offramp.features import OfframpFeatures
 from pasu.offramp.scores import BiLstmScorer, perplexity
 
 POLICIES = ("ppl", "lstm", "never", "always")
-CONFIG_FILE = "offramp.json"
-BILSTM_FILE = "offramp-bilstm.npz"
 
 
 @dataclass(frozen=True)
@@ -79,13 +78,13 @@ class NaiveHybrid:
 
 def load_config(model_dir: Path) -> dict:
     """A model directory's offramp.json (default policy, thresholds); empty when it has none."""
-    path = Path(model_dir) / CONFIG_FILE
+    path = Path(model_dir) / OFFRAMP_CONFIG_FILE
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def load_policy(model_dir: Path, name: str | None = None) -> Policy:
     """The policy `name` (default: the one the model directory's offramp.json names)."""
-    config_path = Path(model_dir) / CONFIG_FILE
+    config_path = Path(model_dir) / OFFRAMP_CONFIG_FILE
     config = load_config(model_dir)
     name = name or config.get("default_policy", "never")
     if name not in POLICIES:
@@ -100,5 +99,5 @@ def load_policy(model_dir: Path, name: str | None = None) -> Policy:
     if name == "ppl":
         return ThresholdPolicy("ppl", perplexity, float(thresholds["ppl"]))
     return ThresholdPolicy(
-        "lstm", BiLstmScorer.load(Path(model_dir) / BILSTM_FILE), float(thresholds["lstm"])
+        "lstm", BiLstmScorer.load(Path(model_dir) / OFFRAMP_BILSTM_FILE), float(thresholds["lstm"])
     )

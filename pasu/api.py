@@ -19,7 +19,7 @@ import numpy as np
 
 from pasu.core.audio import SAMPLE_RATE_HZ, AudioSource, load_audio, to_mono
 from pasu.core.errors import AudioError, ConfigError
-from pasu.core.paths import REPO_ROOT
+from pasu.core.modeldir import CONFIG_FILE, DEFAULT_MODEL_DIR, intent_candidates
 from pasu.device.engine import Engine, EngineConfig, Session, Transcript
 from pasu.device.latency import SimulatedPilots, feed_virtually
 from pasu.device.offload import (
@@ -32,11 +32,6 @@ from pasu.embedded_cloud import EmbeddedCloud
 from pasu.offramp.features import OfframpFeatures
 from pasu.offramp.policy import Decision, Policy, load_policy
 from pasu.speech.intent import IntentParts
-
-DEFAULT_MODEL_NAME = "pasu-base"
-DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "pretrained" / DEFAULT_MODEL_NAME
-# The numpy export of the text classifier: no scikit-learn import on the device.
-FALLBACK_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "intent-text.npz"
 
 
 @dataclass(frozen=True)
@@ -143,7 +138,7 @@ class Understander:
         intent_path: Path | str | None = None,
     ):
         model_dir = Path(model_dir) if model_dir else DEFAULT_MODEL_DIR
-        if not (model_dir / "config.json").is_file():
+        if not (model_dir / CONFIG_FILE).is_file():
             raise ConfigError(
                 f"no device model in {model_dir}; export one with `pasu export` "
                 "or check out the repository with its models/pretrained/"
@@ -174,16 +169,7 @@ class Understander:
     def _intent_model(model_dir: Path, intent_path: Path | str | None):
         from pasu.speech.intent import load_intent_model
 
-        candidates = (
-            [Path(intent_path)]
-            if intent_path
-            else [
-                model_dir / "intent.npz",
-                model_dir / "intent.joblib",
-                FALLBACK_INTENT_PATH,
-                FALLBACK_INTENT_PATH.with_suffix(".joblib"),
-            ]
-        )
+        candidates = [Path(intent_path)] if intent_path else intent_candidates(model_dir)
         for path in candidates:
             if path.is_file():
                 return load_intent_model(path)

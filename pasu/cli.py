@@ -7,9 +7,19 @@ import sys
 from pathlib import Path
 
 from pasu.core.errors import ConfigError, PasuError
-from pasu.core.paths import CLOUD_INTENT_PATH, REPO_ROOT, slurp_tts_dir
+from pasu.core.modeldir import (
+    CARD_MARKDOWN_FILE,
+    CLOUD_INTENT_PATH,
+    CMVN_FILE,
+    DEFAULT_MODEL_DIR,
+    TEXT_INTENT_NPZ,
+    TOKENIZER_FILE,
+)
+from pasu.core.paths import REPO_ROOT, slurp_tts_dir
 
 SAMPLES = REPO_ROOT / "samples"
+
+SHIPPED_MODEL_HELP = "device model directory (default: the shipped models/pretrained/pasu-base)"
 
 
 def _existing(path: str | None, what: str) -> Path | None:
@@ -85,7 +95,7 @@ def _adopt_frontend(source: Path, run_dir: Path) -> None:
     """A run started from other weights must use their tokenizer and CMVN."""
     folder = source if source.is_dir() else source.parent
     run_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("tokenizer.model", "tokenizer.vocab", "cmvn.npz"):
+    for name in (TOKENIZER_FILE, "tokenizer.vocab", CMVN_FILE):
         if (folder / name).is_file() and not (run_dir / name).is_file():
             shutil.copyfile(folder / name, run_dir / name)
 
@@ -428,7 +438,7 @@ def cmd_model_card(args: argparse.Namespace) -> int:
     card = write_model_card(
         model_dir, run_dir / f"{args.checkpoint}.pt", run_dir, accuracy, command, args.notes or ""
     )
-    print((model_dir / "MODEL_CARD.md").read_text())
+    print((model_dir / CARD_MARKDOWN_FILE).read_text())
     return 0 if card else 1
 
 
@@ -652,7 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     slurp = eval_commands.add_parser(
         "slurp", help="WER and intent accuracy vs offload ratio and latency, every system"
     )
-    slurp.add_argument("--model", default="models/pretrained/pasu-base")
+    slurp.add_argument("--model", default=str(DEFAULT_MODEL_DIR), help=SHIPPED_MODEL_HELP)
     slurp.add_argument("--checkpoint", help="torch weights for the ESPnet OnDevice baseline")
     slurp.add_argument("--data", default=str(slurp_tts_dir()))
     slurp.add_argument("--split", default="test")
@@ -731,11 +741,15 @@ def build_parser() -> argparse.ArgumentParser:
     device.set_defaults(handler=cmd_bench_device)
 
     memory = bench_commands.add_parser("memory", help="peak RSS of the device runtime")
-    memory.add_argument("--model", default="models/pretrained/pasu-base")
+    memory.add_argument("--model", default=str(DEFAULT_MODEL_DIR), help=SHIPPED_MODEL_HELP)
     memory.add_argument("--data", default=str(slurp_tts_dir()))
     memory.add_argument("--split", default="test")
     memory.add_argument("--limit", type=_positive_int, default=300)
-    memory.add_argument("--intent", default="models/pretrained/intent-text.npz")
+    memory.add_argument(
+        "--intent",
+        default=str(TEXT_INTENT_NPZ),
+        help="intent classifier (default: the shipped one)",
+    )
     memory.add_argument("--json", help="write the report (JSON + Markdown table) here")
     memory.set_defaults(handler=cmd_bench_memory)
 

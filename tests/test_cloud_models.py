@@ -110,7 +110,7 @@ def test_embedding_classifier_trains_saves_and_loads(tmp_path):
 
 
 def test_shipped_cloud_intent_classifier_reads_whisper_style_text():
-    from pasu.cloud.understanding import CLOUD_INTENT_PATH
+    from pasu.core.modeldir import CLOUD_INTENT_PATH
 
     classifier = EmbeddingIntentClassifier.load(CLOUD_INTENT_PATH)
     predictions = classifier.predict(["Wake me up at 8 a.m. tomorrow.", "What's the weather like?"])

@@ -16,8 +16,9 @@ import soundfile as sf
 from pasu.cloud.app import create_app
 from pasu.cloud.asr import Transcript
 from pasu.cloud.settings import ServiceSettings, check_no_auth_host, read_api_keys
-from pasu.cloud.understanding import TEXT_INTENT_PATH, CloudUnderstanding
+from pasu.cloud.understanding import CloudUnderstanding
 from pasu.core.errors import ConfigError
+from pasu.core.modeldir import TEXT_INTENT_JOBLIB
 from pasu.speech.intent import IntentPrediction
 from tests.servers import serving
 
@@ -40,7 +41,7 @@ def whisper_server():
 
     understanding = CloudUnderstanding(
         WhisperRecognizer(whisper_tiny_en(), WhisperOptions(cpu_threads=1, beam_size=2)),
-        IntentClassifier.load(TEXT_INTENT_PATH),
+        IntentClassifier.load(TEXT_INTENT_JOBLIB),
     )
     settings = ServiceSettings(api_keys=(KEY,), max_body_bytes=2_000_000, max_audio_seconds=20)
     app = create_app(settings, understanding)

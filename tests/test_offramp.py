@@ -7,13 +7,14 @@ import pytest
 import torch
 
 from pasu.core.errors import ConfigError
+from pasu.core.modeldir import OFFRAMP_CONFIG_FILE
 from pasu.offramp.calibrate import (
     offload_curve,
     threshold_for_offload_ratio,
     threshold_for_target_wer,
 )
 from pasu.offramp.features import LOG_PROB_FLOOR, OfframpFeatures
-from pasu.offramp.policy import CONFIG_FILE, NaiveHybrid, ThresholdPolicy, load_policy
+from pasu.offramp.policy import NaiveHybrid, ThresholdPolicy, load_policy
 from pasu.offramp.scores import EMPTY_PERPLEXITY, BiLstmScorer, perplexity
 from pasu.offramp.train import BiLstmOfframp, to_scorer, train_bilstm
 from pasu.speech.decoding import DecodingResult
@@ -127,7 +128,7 @@ def test_policies_load_from_the_model_directory(tmp_path):
     assert load_policy(tmp_path, "always").decide(features([-0.1])).offload
     with pytest.raises(ConfigError, match="calibrate"):
         load_policy(tmp_path, "ppl")
-    (tmp_path / CONFIG_FILE).write_text(
+    (tmp_path / OFFRAMP_CONFIG_FILE).write_text(
         json.dumps({"default_policy": "ppl", "thresholds": {"ppl": 1.5}})
     )
     policy = load_policy(tmp_path)

@@ -4,8 +4,6 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# the cloud's MiniLM intent classifier; it also teaches the device's text classifier
-CLOUD_INTENT_PATH = REPO_ROOT / "models" / "pretrained" / "cloud-intent" / "minilm-lr.npz"
 
 
 def cache_dir() -> Path:
