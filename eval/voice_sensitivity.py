@@ -29,7 +29,7 @@ from pasu.core.slurp import Recording, load_recordings
 from pasu.eval.reports import machine, save_report
 from pasu.models.augment import source_positions, warp_bands
 from pasu.models.checkpoints import load_checkpoint_model
-from pasu.models.train import greedy_ctc_texts
+from pasu.models.loop import greedy_ctc_texts
 from pasu.speech.frontend import GlobalCmvn, compute_fbank
 from pasu.speech.tokenizer import Tokenizer
 

@@ -8,7 +8,6 @@ carries on exactly where it stopped: `pasu train` again with the same arguments.
 """
 
 import json
-import math
 import random
 import time
 from collections.abc import Sequence
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from espnet2.asr.specaug.specaug import SpecAug
 from tqdm import tqdm
 
 from pasu.core.errors import DataError
@@ -28,11 +26,23 @@ from pasu.core.slurp import load_recordings, load_sentences, rendition_of, uniqu
 from pasu.models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from pasu.models.augment import build_voice_perturbation
 from pasu.models.features import build_feature_cache, compute_cmvn, iter_cached, split_cache_dir
+from pasu.models.loop import (
+    TrainingStep,
+    build_optimizer,
+    build_specaug,
+    epoch_batches,
+    greedy_ctc_texts,
+    new_state,
+    rng_state,
+    run_epochs,
+    save_atomically,
+    set_rng_state,
+)
 from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms
 from pasu.models.weights import load_weights
 from pasu.speech.frontend import GlobalCmvn
 from pasu.speech.subsampling import SUBSAMPLING_CONTEXT
-from pasu.speech.tokenizer import BLANK_ID, Tokenizer, train_tokenizer
+from pasu.speech.tokenizer import Tokenizer, train_tokenizer
 
 MODEL_SIZES = {
     # d=256, 768-unit FFNs, 128-channel subsampling: ~12 M parameters (see the model card).
@@ -161,26 +171,6 @@ def load_utterances(directory: Path, tokenizer: Tokenizer) -> list[Utterance]:
     return utterances
 
 
-def epoch_batches(
-    lengths: Sequence[int], max_frames: int, seed: int, epoch: int
-) -> list[list[int]]:
-    """Length-bucketed batches under a frame budget, shuffled by (seed, epoch) alone."""
-    rng = np.random.default_rng([seed, epoch])
-    order = np.argsort(np.asarray(lengths) + rng.uniform(0, 30, len(lengths)), kind="stable")
-    batches, batch, longest = [], [], 0
-    for index in order:
-        longest_if_added = max(longest, lengths[index])
-        if batch and longest_if_added * (len(batch) + 1) > max_frames:
-            batches.append(batch)
-            batch, longest_if_added = [], lengths[index]
-        batch.append(int(index))
-        longest = longest_if_added
-    if batch:
-        batches.append(batch)
-    rng.shuffle(batches)
-    return batches
-
-
 def collate(utterances: Sequence[Utterance], cmvn: GlobalCmvn):
     lengths = torch.tensor([len(u.features) for u in utterances])
     token_lengths = torch.tensor([len(u.tokens) for u in utterances])
@@ -190,54 +180,6 @@ def collate(utterances: Sequence[Utterance], cmvn: GlobalCmvn):
         features[i, : len(u.features)] = torch.from_numpy(cmvn(u.features.astype(np.float32)))
         tokens[i, : len(u.tokens)] = torch.from_numpy(u.tokens)
     return features, lengths, tokens, token_lengths
-
-
-def warmup_schedule(warmup_steps: int, decay_to_zero_at: int | None = None):
-    """Linear warm-up to the peak, then inverse-square-root decay (ESPnet's WarmupLR shape), or
-    with `decay_to_zero_at` a straight line from the peak down to zero at that step."""
-
-    def factor(step: int) -> float:
-        step = max(step, 1)
-        if decay_to_zero_at is None:
-            return min(step / warmup_steps, math.sqrt(warmup_steps / step))
-        if step < warmup_steps:
-            return step / warmup_steps
-        return max(0.0, (decay_to_zero_at - step) / max(decay_to_zero_at - warmup_steps, 1))
-
-    return factor
-
-
-def build_optimizer(
-    model: torch.nn.Module,
-    peak_lr: float,
-    weight_decay: float,
-    warmup: int,
-    decay_to_zero_at: int | None = None,
-):
-    """AdamW under the warm-up schedule: the same for CPU and GPU training."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=weight_decay)
-    schedule = warmup_schedule(warmup, decay_to_zero_at)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-
-
-def build_specaug() -> SpecAug:
-    return SpecAug(
-        freq_mask_width_range=(0, 27),
-        num_freq_mask=2,
-        time_mask_width_ratio_range=(0.0, 0.05),
-        num_time_mask=2,
-    )
-
-
-def greedy_ctc_texts(model: LateContextModel, batch, tokenizer: Tokenizer) -> list[str]:
-    features, lengths, _, _ = batch
-    encoded, encoded_lengths = model.encode(features, lengths)
-    best = model.ctc.argmax(encoded)
-    texts = []
-    for row, n in zip(best, encoded_lengths, strict=True):
-        ids = torch.unique_consecutive(row[: int(n)]).tolist()
-        texts.append(tokenizer.decode([i for i in ids if i != BLANK_ID]))
-    return texts
 
 
 @torch.no_grad()
@@ -252,36 +194,112 @@ def validate(model, utterances, cmvn, tokenizer, references) -> dict[str, float]
     return {"loss": float(np.mean(losses)), "ctc_greedy_wer": wer(references, hypotheses)}
 
 
-def _rng_state() -> dict:
-    """Random states as tensors and plain values, so that checkpoints load with
-    `weights_only=True`."""
-    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "numpy": [
-            kind,
-            torch.from_numpy(keys.astype(np.int64)),
-            position,
-            has_gauss,
-            cached_gaussian,
-        ],  # fmt: skip
-        "python": random.getstate(),
-    }
+class _CpuHooks:
+    """The CPU trainer's side of the loop: batches from the feature cache, a progress bar, a
+    checkpoint every few minutes, validation and the best weights after each epoch."""
+
+    def __init__(self, config, run_dir, data, step: TrainingStep, model_config, progress):
+        self.config, self.run_dir, self.step, self.progress = config, run_dir, step, progress
+        self.train_set, self.devel_set, self.devel_refs, self.cmvn, self.tokenizer = data
+        self.lengths = [len(u.features) for u in self.train_set]
+        self.model_config = model_config
+        self.bar, self.running, self.last_checkpoint = None, [], time.monotonic()
+
+    def epoch_batches(self, state: dict) -> list[list[int]]:
+        config = self.config
+        batches = epoch_batches(
+            self.lengths, config.max_frames_per_batch, config.seed, state["epoch"]
+        )
+        self.bar = tqdm(
+            total=len(batches),
+            initial=state["batch_in_epoch"],
+            disable=not self.progress,
+            desc=f"epoch {state['epoch']}",
+            unit="batch",
+        )
+        self.running = []
+        return batches
+
+    def fetch(self, indices: list[int]):
+        return collate([self.train_set[i] for i in indices], self.cmvn)
+
+    def out_of_budget(self, state: dict) -> bool:
+        over_time = state["train_seconds"] >= self.config.max_hours * 3600
+        return over_time or _step_limit_reached(self.config, state)
+
+    def after_step(self, state: dict, out: dict) -> None:
+        self.running.append({k: float(v.detach()) for k, v in out.items()})
+        self.bar.update()
+        self.bar.set_postfix(
+            loss=f"{self.running[-1]['loss']:.2f}", acc=f"{self.running[-1]['accuracy']:.2f}"
+        )
+        if time.monotonic() - self.last_checkpoint > self.config.checkpoint_minutes * 60:
+            self.checkpoint(state)
+
+    def after_pass(self, state: dict, finished_epoch: int | None) -> None:
+        self.bar.close()
+        if finished_epoch is None:
+            return  # the budget ran out mid-epoch
+        model = self.step.model
+        scores = validate(model, self.devel_set, self.cmvn, self.tokenizer, self.devel_refs)
+        running = self.running
+        means = {k: float(np.mean([r[k] for r in running])) for k in running[0]} if running else {}
+        record = {
+            "epoch": finished_epoch,
+            "step": state["step"],
+            "train_hours": round(state["train_seconds"] / 3600, 3),
+            **{f"train_{k}": round(v, 4) for k, v in means.items()},
+            **{f"valid_{k}": round(v, 4) for k, v in scores.items()},
+        }
+        state["history"].append(record)
+        _log(self.run_dir, json.dumps(record))
+        if scores["loss"] < state["best_validation"]:
+            state["best_validation"] = scores["loss"]
+            best = {"model": model.state_dict(), "model_config": self.model_config.to_dict()}
+            save_atomically(
+                self.run_dir / "best.pt", {**best, "epoch": finished_epoch, "scores": scores}
+            )
+        self.checkpoint(state)
+
+    def checkpoint(self, state: dict) -> None:
+        payload = {**self.step.state_dict(), "rng": rng_state(), "state": state}
+        save_atomically(
+            self.run_dir / "checkpoint.pt", {**payload, "model_config": self.model_config.to_dict()}
+        )
+        self.last_checkpoint = time.monotonic()
 
 
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    kind, keys, position, has_gauss, cached_gaussian = state["numpy"]
-    np.random.set_state(
-        (kind, keys.numpy().astype(np.uint32), position, has_gauss, cached_gaussian)
-    )
-    random.setstate(state["python"])
+def _resume_or_start(config: TrainConfig, run_dir: Path, step: TrainingStep) -> dict:
+    """The saved state of an interrupted run (weights, optimizer, schedule, random states), or
+    a new one, from `init_from`'s weights if given."""
+    checkpoint_path = run_dir / "checkpoint.pt"
+    if checkpoint_path.is_file():
+        saved = torch.load(checkpoint_path, weights_only=True)
+        step.load_state_dict(saved)
+        set_rng_state(saved["rng"])
+        state = saved["state"]
+        _log(
+            run_dir,
+            f"resumed at epoch {state['epoch']} batch {state['batch_in_epoch']} "
+            f"(step {state['step']}, {state['train_seconds'] / 3600:.2f} h trained)",
+        )
+        return state
+    if config.init_from:
+        step.model.load_state_dict(load_weights(Path(config.init_from)))
+        _log(run_dir, f"initialised from {config.init_from}")
+    return {**new_state(), "best_validation": float("inf")}
 
 
-def _save(path: Path, payload: dict) -> None:
-    partial = path.with_name(path.name + ".partial")
-    torch.save(payload, partial)
-    partial.replace(path)
+def _calibrate_rebuilt_batchnorms(config, run_dir, model, train_set, cmvn) -> None:
+    """A model rebuilt from a model directory has folded BatchNorms: give them statistics."""
+    lengths = [len(u.features) for u in train_set]
+    calibration = epoch_batches(lengths, config.max_frames_per_batch, config.seed, 0)
+    collated = [
+        collate([train_set[i] for i in batch], cmvn)[:2]
+        for batch in calibration[:CALIBRATION_BATCHES]
+    ]
+    count = calibrate_batchnorms(model, collated)
+    _log(run_dir, f"calibrated {count} rebuilt BatchNorms on {len(collated)} batches")
 
 
 def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
@@ -302,135 +320,27 @@ def train(config: TrainConfig, run_dir: Path, progress: bool = True) -> dict:
     )
     specaug = build_specaug()
     perturb = build_voice_perturbation(cmvn, config.vtlp_warp, config.tilt_db)
-    state = {
-        "epoch": 0,
-        "batch_in_epoch": 0,
-        "step": 0,
-        "train_seconds": 0.0,
-        "best_validation": float("inf"),
-        "history": [],
-    }
-    checkpoint_path = run_dir / "checkpoint.pt"
-    if checkpoint_path.is_file():
-        saved = torch.load(checkpoint_path, weights_only=True)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        _set_rng_state(saved["rng"])
-        state = saved["state"]
-        _log(
-            run_dir,
-            f"resumed at epoch {state['epoch']} batch {state['batch_in_epoch']} "
-            f"(step {state['step']}, {state['train_seconds'] / 3600:.2f} h trained)",
-        )
-    elif config.init_from:
-        model.load_state_dict(load_weights(Path(config.init_from)))
-        _log(run_dir, f"initialised from {config.init_from}")
+    step = TrainingStep(model, optimizer, scheduler, specaug, perturb, config.grad_clip)
+    resuming = (run_dir / "checkpoint.pt").is_file()
+    state = _resume_or_start(config, run_dir, step)
 
     train_set = load_utterances(splits["train"], tokenizer)
     devel_set = load_utterances(splits["devel"], tokenizer)
     devel_refs = [tokenizer.decode(u.tokens.tolist()) for u in devel_set]
-    lengths = [len(u.features) for u in train_set]
-    if not checkpoint_path.is_file() and config.init_from and is_model_dir(config.init_from):
-        calibration = epoch_batches(lengths, config.max_frames_per_batch, config.seed, 0)
-        collated = [
-            collate([train_set[i] for i in batch], cmvn)[:2]
-            for batch in calibration[:CALIBRATION_BATCHES]
-        ]
-        count = calibrate_batchnorms(model, collated)
-        _log(run_dir, f"calibrated {count} rebuilt BatchNorms on {len(collated)} batches")
+    if not resuming and config.init_from and is_model_dir(config.init_from):
+        _calibrate_rebuilt_batchnorms(config, run_dir, model, train_set, cmvn)
+    hours = sum(len(u.features) for u in train_set) / 100 / 3600
     _log(
         run_dir,
-        f"{len(train_set)} train utterances "
-        f"({sum(lengths) / 100 / 3600:.1f} h), {len(devel_set)} validation; "
+        f"{len(train_set)} train utterances ({hours:.1f} h), {len(devel_set)} validation; "
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters",
     )
-
-    def checkpoint() -> None:
-        _save(
-            checkpoint_path,
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": _rng_state(),
-                "state": state,
-                "model_config": model_config.to_dict(),
-            },
-        )
-
-    model.train()
-    last_checkpoint = time.monotonic()
-    budget_s = config.max_hours * 3600
-    while (
-        state["epoch"] < config.max_epochs
-        and state["train_seconds"] < budget_s
-        and not _step_limit_reached(config, state)
-    ):
-        batches = epoch_batches(lengths, config.max_frames_per_batch, config.seed, state["epoch"])
-        bar = tqdm(
-            total=len(batches),
-            initial=state["batch_in_epoch"],
-            disable=not progress,
-            desc=f"epoch {state['epoch']}",
-            unit="batch",
-        )
-        running = []
-        for batch_indices in batches[state["batch_in_epoch"] :]:
-            started = time.monotonic()
-            features, feature_lengths, tokens, token_lengths = collate(
-                [train_set[i] for i in batch_indices], cmvn
-            )
-            if perturb is not None:
-                features, feature_lengths = perturb(features, feature_lengths)
-            features, feature_lengths = specaug(features, feature_lengths)
-            out = model(features, feature_lengths, tokens, token_lengths)
-            optimizer.zero_grad()
-            out["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            state["step"] += 1
-            state["batch_in_epoch"] += 1
-            state["train_seconds"] += time.monotonic() - started
-            running.append({k: float(v.detach()) for k, v in out.items()})
-            bar.update()
-            bar.set_postfix(loss=f"{running[-1]['loss']:.2f}", acc=f"{running[-1]['accuracy']:.2f}")
-            if time.monotonic() - last_checkpoint > config.checkpoint_minutes * 60:
-                checkpoint()
-                last_checkpoint = time.monotonic()
-            if state["train_seconds"] >= budget_s or _step_limit_reached(config, state):
-                break
-        bar.close()
-        if state["batch_in_epoch"] < len(batches):
-            break  # time budget reached mid-epoch
-        scores = validate(model, devel_set, cmvn, tokenizer, devel_refs)
-        means = {k: float(np.mean([r[k] for r in running])) for k in running[0]} if running else {}
-        record = {
-            "epoch": state["epoch"],
-            "step": state["step"],
-            "train_hours": round(state["train_seconds"] / 3600, 3),
-            **{f"train_{k}": round(v, 4) for k, v in means.items()},
-            **{f"valid_{k}": round(v, 4) for k, v in scores.items()},
-        }
-        state["history"].append(record)
-        _log(run_dir, json.dumps(record))
-        state["epoch"] += 1
-        state["batch_in_epoch"] = 0
-        if scores["loss"] < state["best_validation"]:
-            state["best_validation"] = scores["loss"]
-            _save(
-                run_dir / "best.pt",
-                {
-                    "model": model.state_dict(),
-                    "model_config": model_config.to_dict(),
-                    "epoch": record["epoch"],
-                    "scores": scores,
-                },
-            )
-        checkpoint()
-        last_checkpoint = time.monotonic()
-    checkpoint()
+    hooks = _CpuHooks(
+        config, run_dir, (train_set, devel_set, devel_refs, cmvn, tokenizer), step, model_config,
+        progress,
+    )  # fmt: skip
+    run_epochs(step, hooks, state, config.max_epochs)
+    hooks.checkpoint(state)
     return state
 
 

@@ -22,15 +22,18 @@ from pasu.core.metrics import wer
 from pasu.core.modeldir import CMVN_FILE, is_model_dir
 from pasu.models.asr_model import IGNORE_ID, LateContextModel, ModelConfig
 from pasu.models.augment import VoicePerturbation, build_voice_perturbation
-from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms
-from pasu.models.packed import PackedUtterance, read_pack
-from pasu.models.train import (
-    MODEL_SIZES,
+from pasu.models.loop import (
+    TrainingStep,
     build_optimizer,
     build_specaug,
     epoch_batches,
     greedy_ctc_texts,
+    new_state,
+    run_epochs,
 )
+from pasu.models.onnx_import import CALIBRATION_BATCHES, calibrate_batchnorms
+from pasu.models.packed import PackedUtterance, read_pack
+from pasu.models.train import MODEL_SIZES
 from pasu.models.weights import load_weights, save_shards
 from pasu.speech.frontend import GlobalCmvn
 from pasu.speech.tokenizer import Tokenizer
@@ -104,6 +107,87 @@ def _read_packs(folder: Path, prefix: str) -> list[PackedUtterance]:
     return [u for path in sorted(folder.glob(f"{prefix}-*.npz.xz")) for u in read_pack(path)]
 
 
+class _GpuHooks:
+    """The GPU trainer's side of the loop: batches gathered on the device from the packs (and
+    from packs that arrive while it runs), a wall-clock budget, and a validation report with
+    shipped-back weights every `report_seconds`."""
+
+    def __init__(self, args, step: TrainingStep, corpus, valid, tokenizer, config, device):
+        self.args, self.step, self.corpus, self.valid = args, step, corpus, valid
+        self.tokenizer, self.config, self.device = tokenizer, config, device
+        self.deadline = time.monotonic() + args.minutes * 60
+        self.last_report = time.monotonic()
+        self.running: list[torch.Tensor] = []
+        self.packs = _pack_names(Path(args.packs))
+
+    def epoch_batches(self, state: dict) -> list[list[int]]:
+        packs = Path(self.args.packs)
+        if state["batch_in_epoch"] == 0 and _pack_names(packs) != self.packs:
+            # More packs arrived while this ran (uploaded by later calls): use them from now on.
+            self.packs = _pack_names(packs)
+            self.corpus = GpuCorpus(_read_packs(packs, "train"), self.device)
+            name, count = self.args.name, len(self.corpus)
+            print(f"{name}: {count} train utterances from {len(self.packs)} packs", flush=True)
+        return epoch_batches(
+            self.corpus.lengths, self.args.max_frames, self.args.seed, state["epoch"]
+        )
+
+    def fetch(self, indices: list[int]):
+        return self.corpus.batch(indices)
+
+    def out_of_budget(self, state: dict) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def after_step(self, state: dict, out: dict) -> None:
+        self.running.append(torch.stack([out["loss"].detach(), out["ctc"], out["accuracy"]]))
+        if time.monotonic() - self.last_report > self.args.report_seconds:
+            self.report(state)
+
+    def after_pass(self, state: dict, finished_epoch: int | None) -> None:
+        pass  # validation is by the clock (`report`), not by the epoch
+
+    def report(self, state: dict) -> None:
+        scores = validate(self.step.model, self.valid, self.tokenizer)
+        loss, ctc, accuracy = torch.stack(self.running).mean(0).tolist()
+        record = {
+            "step": state["step"],
+            "epoch": state["epoch"],
+            "lr": self.step.scheduler.get_last_lr()[0],
+            "train_loss": round(float(loss), 3),
+            "train_ctc": round(float(ctc), 3),
+            "train_accuracy": round(float(accuracy), 4),
+            **{f"valid_{k}": round(v, 4) for k, v in scores.items()},
+        }
+        state["history"].append(record)
+        print(self.args.name, json.dumps(record), flush=True)
+        _publish(self.step.model, self.config, state, Path(self.args.out))
+        self.running, self.last_report = [], time.monotonic()
+
+
+def _resume_or_start(args, step: TrainingStep, corpus: GpuCorpus, checkpoint: Path) -> dict:
+    """The local checkpoint of a warm machine, or a new run from `--init`'s weights if given."""
+    if checkpoint.is_file():
+        saved = torch.load(checkpoint, weights_only=True)
+        step.load_state_dict(saved)
+        state = saved["state"]
+        # a checkpoint from before voice perturbation existed was trained without it
+        state.setdefault("augmentation", {"vtlp": 0.0, "tilt_db": 0.0})
+        state.setdefault("train_seconds", state.pop("seconds", 0.0))
+        if state["augmentation"] != _augmentation(args):
+            raise SystemExit(
+                f"{checkpoint} was trained with {state['augmentation']}, not "
+                f"{_augmentation(args)}: resume with the same --vtlp/--tilt-db"
+            )
+        return state
+    if args.init:
+        step.model.load_state_dict(load_weights(Path(args.init)))
+        if is_model_dir(args.init):
+            first = epoch_batches(corpus.lengths, args.max_frames, args.seed, 0)
+            batches = [corpus.batch(indices)[:2] for indices in first[:CALIBRATION_BATCHES]]
+            print(f"calibrated {calibrate_batchnorms(step.model, batches)} BatchNorms", flush=True)
+    return {**new_state(), "augmentation": _augmentation(args)}
+
+
 def train(args: argparse.Namespace) -> dict:
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -119,103 +203,22 @@ def train(args: argparse.Namespace) -> dict:
     optimizer, scheduler = build_optimizer(model, args.lr, 1e-6, args.warmup)
     specaug = build_specaug()
     perturb = _voice_perturbation(args, device)
+    step = TrainingStep(model, optimizer, scheduler, specaug, perturb, grad_clip=5.0)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    state = {
-        "epoch": 0,
-        "batch_in_epoch": 0,
-        "step": 0,
-        "seconds": 0.0,
-        "history": [],
-        "augmentation": _augmentation(args),
-    }
     checkpoint = work / "checkpoint.pt"
-    if checkpoint.is_file():
-        saved = torch.load(checkpoint, weights_only=True)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        state = saved["state"]
-        # a checkpoint from before voice perturbation existed was trained without it
-        state.setdefault("augmentation", {"vtlp": 0.0, "tilt_db": 0.0})
-        if state["augmentation"] != _augmentation(args):
-            raise SystemExit(
-                f"{checkpoint} was trained with {state['augmentation']}, not "
-                f"{_augmentation(args)}: resume with the same --vtlp/--tilt-db"
-            )
-    elif args.init:
-        model.load_state_dict(load_weights(Path(args.init)))
-        if is_model_dir(args.init):
-            first = epoch_batches(corpus.lengths, args.max_frames, args.seed, 0)
-            batches = [corpus.batch(indices)[:2] for indices in first[:CALIBRATION_BATCHES]]
-            print(f"calibrated {calibrate_batchnorms(model, batches)} BatchNorms", flush=True)
+    state = _resume_or_start(args, step, corpus, checkpoint)
     print(
         f"{args.name}: {len(corpus)} train / {len(valid)} valid utterances, "
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters, "
         f"resuming at step {state['step']}",
         flush=True,
     )
-    deadline = time.monotonic() + args.minutes * 60
-    last_report = time.monotonic()
-    running: list[torch.Tensor] = []
-    model.train()
-    packs = _pack_names(Path(args.packs))
-    while time.monotonic() < deadline:
-        if state["batch_in_epoch"] == 0 and _pack_names(Path(args.packs)) != packs:
-            # More packs arrived while this ran (uploaded by later calls): use them from now on.
-            packs = _pack_names(Path(args.packs))
-            corpus = GpuCorpus(_read_packs(Path(args.packs), "train"), device)
-            print(
-                f"{args.name}: {len(corpus)} train utterances from {len(packs)} packs", flush=True
-            )
-        batches = epoch_batches(corpus.lengths, args.max_frames, args.seed, state["epoch"])
-        for indices in batches[state["batch_in_epoch"] :]:
-            features, lengths, tokens, token_lengths = corpus.batch(indices)
-            if perturb is not None:
-                features, lengths = perturb(features, lengths)
-            features, lengths = specaug(features, lengths)
-            out = model(features, lengths, tokens, token_lengths)
-            optimizer.zero_grad(set_to_none=True)
-            out["loss"].backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
-            scheduler.step()
-            state["step"] += 1
-            state["batch_in_epoch"] += 1
-            running.append(torch.stack([out["loss"].detach(), out["ctc"], out["accuracy"]]))
-            if time.monotonic() - last_report > args.report_seconds:
-                scores = validate(model, valid, tokenizer)
-                loss, ctc, accuracy = torch.stack(running).mean(0).tolist()
-                record = {
-                    "step": state["step"],
-                    "epoch": state["epoch"],
-                    "lr": scheduler.get_last_lr()[0],
-                    "train_loss": round(float(loss), 3),
-                    "train_ctc": round(float(ctc), 3),
-                    "train_accuracy": round(float(accuracy), 4),
-                    **{f"valid_{k}": round(v, 4) for k, v in scores.items()},
-                }
-                state["history"].append(record)
-                print(args.name, json.dumps(record), flush=True)
-                _publish(model, config, state, Path(args.out))
-                running, last_report = [], time.monotonic()
-            if time.monotonic() >= deadline:
-                break
-        else:
-            state["epoch"] += 1
-            state["batch_in_epoch"] = 0
+    run_epochs(step, _GpuHooks(args, step, corpus, valid, tokenizer, config, device), state)
     scores = validate(model, valid, tokenizer)
     state["final"] = {"step": state["step"], **scores}
     print(args.name, "final", json.dumps(state["final"]), flush=True)
-    torch.save(
-        {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "state": state,
-        },
-        checkpoint,
-    )
+    torch.save({**step.state_dict(), "state": state}, checkpoint)
     _publish(model, config, state, Path(args.out))
     return state
 

@@ -3,7 +3,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pasu.models.train import TrainConfig, epoch_batches, train  # noqa: E402
+from pasu.models.loop import epoch_batches  # noqa: E402
+from pasu.models.train import TrainConfig, train  # noqa: E402
 
 
 def _config(corpus, **changes) -> TrainConfig:
@@ -64,7 +65,7 @@ def test_renditions_keep_the_first_voices_and_refuse_other_corpora(tmp_path):
 
 
 def test_linear_decay_reaches_zero_at_its_step():
-    from pasu.models.train import warmup_schedule
+    from pasu.models.loop import warmup_schedule
 
     inverse_sqrt, linear = warmup_schedule(10), warmup_schedule(10, decay_to_zero_at=110)
     assert linear(5) == inverse_sqrt(5) == 0.5
