@@ -35,9 +35,21 @@ def split_audio(samples: np.ndarray, chunk_s: float) -> list[np.ndarray]:
     return [samples[i : i + step] for i in range(0, len(samples), step)]
 
 
+# The engine's decoding: every PASU optimisation on. (DecodingOptions' own defaults are ESPnet's
+# plain search.)
+ENGINE_DECODING = DecodingOptions(
+    beam_collapse=True,
+    collapse_margin=2.0,  # nats; tuned on devel (results/device.md)
+    early_termination=True,
+    score_bound=True,
+    ctc_leap=True,
+)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    """Everything that shapes decoding; each PASU optimisation can be switched off."""
+    """Everything that shapes decoding: when pilots run and how they search, and the full
+    decode's `DecodingOptions`; each PASU optimisation can be switched off."""
 
     pilots: bool = True
     first_pilot_s: float = 1.5
@@ -45,30 +57,24 @@ class EngineConfig:
     pilot_beam: int = 3
     pilot_max_tokens: int = 15
     incremental_pilots: bool = True  # each pilot follows the previous pilot's output
-    beam_size: int = 5
-    ctc_weight: float = 0.3
-    beam_collapse: bool = True
-    collapse_margin: float = 2.0  # nats; tuned on devel (results/device.md)
+    decoding: DecodingOptions = ENGINE_DECODING
     draft_check: bool = True  # beam collapse reads the decoder's rows along the pilot at once
-    early_termination: bool = True
-    score_bound: bool = True
-    ctc_leap: bool = True
-    ctc_leap_ratio: float = 0.8
-    realign_lookahead: int = 0
     min_speech_s: float = 0.3
     max_utterance_s: float = 30.0  # audio beyond this is not ingested (bounded memory)
     threads: int = 1
 
     def __post_init__(self):
+        decoding = self.decoding
         problems = [
             message
             for failed, message in (
                 (self.pilot_interval_s <= 0, "pilot_interval_s must be positive"),
                 (self.first_pilot_s < 0, "first_pilot_s must not be negative"),
-                (self.beam_size < 1 or self.pilot_beam < 1, "beams must be at least 1"),
+                (decoding.beam_size < 1 or self.pilot_beam < 1, "beams must be at least 1"),
                 (self.pilot_max_tokens < 1, "pilot_max_tokens must be at least 1"),
-                (not 0.0 <= self.ctc_weight <= 1.0, "ctc_weight must be in [0, 1]"),
-                (not 0.0 < self.ctc_leap_ratio <= 1.0, "ctc_leap_ratio must be in (0, 1]"),
+                (not 0.0 <= decoding.ctc_weight <= 1.0, "ctc_weight must be in [0, 1]"),
+                (not 0.0 < decoding.ctc_leap_ratio <= 1.0, "ctc_leap_ratio must be in (0, 1]"),
+                (decoding.reference is not None, "the reference comes from the pilots"),
                 (self.max_utterance_s <= 0, "max_utterance_s must be positive"),
                 (self.threads < 1, "threads must be at least 1"),
             )
@@ -77,19 +83,12 @@ class EngineConfig:
         if problems:
             raise ConfigError("invalid engine configuration: " + "; ".join(problems))
 
+    def with_decoding(self, **changes) -> "EngineConfig":
+        """This configuration with some decoding options changed."""
+        return replace(self, decoding=replace(self.decoding, **changes))
+
     def full_options(self, reference: PilotReference | None) -> DecodingOptions:
-        return DecodingOptions(
-            beam_size=self.beam_size,
-            ctc_weight=self.ctc_weight,
-            reference=reference,
-            beam_collapse=self.beam_collapse,
-            collapse_margin=self.collapse_margin,
-            early_termination=self.early_termination,
-            score_bound=self.score_bound,
-            ctc_leap=self.ctc_leap,
-            ctc_leap_ratio=self.ctc_leap_ratio,
-            realign_lookahead=self.realign_lookahead,
-        )
+        return replace(self.decoding, reference=reference)
 
     def pilot_options(self, reference: PilotReference | None) -> DecodingOptions:
         return replace(
@@ -100,8 +99,8 @@ class EngineConfig:
 
 
 # Full beam search after ingestion, no pilots, no PASU optimisation: the reference behaviour.
-PLAIN = EngineConfig(
-    pilots=False, beam_collapse=False, early_termination=False, ctc_leap=False, score_bound=False
+PLAIN = EngineConfig(pilots=False).with_decoding(
+    beam_collapse=False, early_termination=False, ctc_leap=False, score_bound=False
 )
 
 

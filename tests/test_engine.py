@@ -158,7 +158,7 @@ def test_invalid_engine_settings_are_a_config_error():
     with pytest.raises(ConfigError, match="pilot_interval_s must be positive"):
         EngineConfig(pilot_interval_s=0)
     with pytest.raises(ConfigError, match="ctc_weight"):
-        EngineConfig(ctc_weight=1.5)
+        EngineConfig().with_decoding(ctc_weight=1.5)
 
 
 def test_changing_the_sample_rate_within_a_session_is_refused(engine):
