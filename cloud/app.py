@@ -16,11 +16,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pasu.cloud.pipeline import CloudPipeline
 from pasu.cloud.pool import ModelPool, ServiceMetrics
 from pasu.cloud.requests import ApiError, error_response
 from pasu.cloud.routes import KNOWN_PATHS, router
 from pasu.cloud.settings import ServiceSettings
-from pasu.cloud.understanding import CloudUnderstanding
 
 log = logging.getLogger("pasu.cloud")
 
@@ -63,10 +63,10 @@ def _add_error_handlers(app: FastAPI, metrics: ServiceMetrics) -> None:
         return error_response(500, "internal_error", "internal error; see the service log")
 
 
-def create_app(settings: ServiceSettings, understanding: CloudUnderstanding) -> FastAPI:
+def create_app(settings: ServiceSettings, pipeline: CloudPipeline) -> FastAPI:
     """The service around a loaded model (tests pass their own, `pasu serve` the default)."""
     metrics = ServiceMetrics()
-    pool = ModelPool(understanding, settings, metrics)
+    pool = ModelPool(pipeline, settings, metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -86,7 +86,7 @@ def create_app(settings: ServiceSettings, understanding: CloudUnderstanding) -> 
 def create_app_from_env() -> FastAPI:
     """uvicorn factory for `pasu serve`: each worker process loads its own model."""
     from pasu.cloud.asr import WhisperOptions
-    from pasu.cloud.understanding import build_understanding
+    from pasu.cloud.pipeline import build_pipeline
 
     settings = ServiceSettings.from_env()
     options = WhisperOptions(
@@ -95,6 +95,6 @@ def create_app_from_env() -> FastAPI:
         concurrent_requests=settings.model_workers,
     )
     intent_path = Path(settings.intent_path) if settings.intent_path else None
-    understanding = build_understanding(settings.model, settings.intent, intent_path, options)
-    understanding.warm_up()
-    return create_app(settings, understanding)
+    pipeline = build_pipeline(settings.model, settings.intent, intent_path, options)
+    pipeline.warm_up()
+    return create_app(settings, pipeline)

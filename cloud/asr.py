@@ -25,7 +25,7 @@ FRAMES_PER_SECOND = 100  # Whisper's mel hop is 10 ms
 
 
 @dataclass(frozen=True)
-class Transcript:
+class WhisperTranscript:
     """What the recogniser heard, with the decode statistics the guards use."""
 
     text: str
@@ -42,7 +42,7 @@ class SpeechRecognizer(Protocol):
 
     name: str
 
-    def transcribe(self, audio: np.ndarray) -> Transcript: ...
+    def transcribe(self, audio: np.ndarray) -> WhisperTranscript: ...
 
 
 @dataclass(frozen=True)
@@ -130,17 +130,17 @@ class WhisperRecognizer:
         self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
         self._feature_lock = threading.Lock()  # the feature extractor keeps per-call state
 
-    def transcribe(self, audio: np.ndarray) -> Transcript:
+    def transcribe(self, audio: np.ndarray) -> WhisperTranscript:
         duration_s = audio.size / SAMPLE_RATE_HZ
         if not self.options.short_window or duration_s + self.options.window_margin_s > 29.0:
             return self.transcribe_padded(audio)
         transcript, guard = self._transcribe_short(audio, duration_s)
         if guard:
             padded = self.transcribe_padded(audio)
-            return Transcript(**{**padded.__dict__, "fell_back": True, "guard": guard})
+            return WhisperTranscript(**{**padded.__dict__, "fell_back": True, "guard": guard})
         return transcript
 
-    def transcribe_padded(self, audio: np.ndarray) -> Transcript:
+    def transcribe_padded(self, audio: np.ndarray) -> WhisperTranscript:
         """faster-whisper's standard transcription: 30 s windows, temperature fallback."""
         segments, _ = self._model.transcribe(
             audio,
@@ -150,7 +150,7 @@ class WhisperRecognizer:
         )
         segments = list(segments)
         text = " ".join(s.text.strip() for s in segments).strip()
-        return Transcript(
+        return WhisperTranscript(
             text=text,
             duration_s=audio.size / SAMPLE_RATE_HZ,
             avg_logprob=float(np.mean([s.avg_logprob for s in segments])) if segments else 0.0,
@@ -160,7 +160,9 @@ class WhisperRecognizer:
             window_s=FULL_WINDOW_S,
         )
 
-    def _transcribe_short(self, audio: np.ndarray, duration_s: float) -> tuple[Transcript, str]:
+    def _transcribe_short(
+        self, audio: np.ndarray, duration_s: float
+    ) -> tuple[WhisperTranscript, str]:
         import ctranslate2
 
         window_s = self.options.window_seconds(duration_s)
@@ -187,7 +189,7 @@ class WhisperRecognizer:
         # CTranslate2 returns the length-normalised score; undo it as faster-whisper does
         avg_logprob = result.scores[0] * len(tokens) / (len(tokens) + 1)
         silent = self.options.guards.is_silence(avg_logprob, result.no_speech_prob)
-        transcript = Transcript(
+        transcript = WhisperTranscript(
             text="" if silent else text,
             duration_s=duration_s,
             avg_logprob=float(avg_logprob),

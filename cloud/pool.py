@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
+from pasu.cloud.pipeline import CloudPipeline, CloudResult
 from pasu.cloud.requests import ApiError
 from pasu.cloud.settings import ServiceSettings
-from pasu.cloud.understanding import CloudResult, CloudUnderstanding
 
 
 class ServiceMetrics:
@@ -56,10 +56,8 @@ class ServiceMetrics:
 class ModelPool:
     """A fixed number of model worker threads with a bounded waiting line."""
 
-    def __init__(
-        self, understanding: CloudUnderstanding, settings: ServiceSettings, metrics: ServiceMetrics
-    ):
-        self.understanding = understanding
+    def __init__(self, pipeline: CloudPipeline, settings: ServiceSettings, metrics: ServiceMetrics):
+        self.pipeline = pipeline
         self.settings = settings
         self.metrics = metrics
         self._executor = ThreadPoolExecutor(settings.model_workers, thread_name_prefix="model")
@@ -81,14 +79,14 @@ class ModelPool:
             self._update_gauges()
         try:
             waited_ms = (time.perf_counter() - admitted_at) * 1000
-            return self.understanding.understand(audio), waited_ms
+            return self.pipeline.run(audio), waited_ms
         finally:
             with self._lock:
                 self._running -= 1
                 self._admitted -= 1
                 self._update_gauges()
 
-    async def understand(self, audio: np.ndarray) -> tuple[CloudResult, float]:
+    async def run(self, audio: np.ndarray) -> tuple[CloudResult, float]:
         with self._lock:
             if self._admitted >= self.capacity:
                 self.metrics.rejected.inc()

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from pasu.cloud.pipeline import CloudResult
 from pasu.cloud.requests import ApiError, audio_from, authorise
-from pasu.cloud.understanding import CloudResult
 from pasu.core.audio import SAMPLE_RATE_HZ
 
 RESPONSE_FORMATS = ("json", "text", "verbose_json")
@@ -18,14 +18,14 @@ KNOWN_PATHS = {"/v1/understand", "/v1/audio/transcriptions", "/healthz", "/metri
 router = APIRouter()
 
 
-async def understand_request(request: Request) -> tuple[CloudResult, dict, dict]:
+async def answer_request(request: Request) -> tuple[CloudResult, dict, dict]:
     """Authorise, read and decode the audio, and run it through the model pool."""
     state = request.app.state
     started = time.perf_counter()
     authorise(request, state.settings)
     audio, fields = await audio_from(request, state.settings)
     decoded = time.perf_counter()
-    result, waited_ms = await state.pool.understand(audio)
+    result, waited_ms = await state.pool.run(audio)
     state.metrics.audio_seconds.inc(audio.size / SAMPLE_RATE_HZ)
     timings = {
         "read_decode": round((decoded - started) * 1000, 1),
@@ -37,14 +37,14 @@ async def understand_request(request: Request) -> tuple[CloudResult, dict, dict]
 
 
 @router.post("/v1/understand")
-async def understand(request: Request):
-    result, _, timings = await understand_request(request)
+async def post_understand(request: Request):
+    result, _, timings = await answer_request(request)
     return {**result.to_json(), "timings": timings}
 
 
 @router.post("/v1/audio/transcriptions")
-async def transcriptions(request: Request):
-    result, fields, timings = await understand_request(request)
+async def post_transcriptions(request: Request):
+    result, fields, timings = await answer_request(request)
     response_format = fields.get("response_format", "json")
     if response_format not in RESPONSE_FORMATS:
         raise ApiError(
@@ -70,7 +70,7 @@ async def healthz(request: Request):
     state = request.app.state
     return {
         "status": "ok",
-        "model": state.pool.understanding.recognizer.name,
+        "model": state.pool.pipeline.recognizer.name,
         "workers": state.settings.model_workers,
         "queue_limit": state.settings.max_queue,
     }

@@ -379,7 +379,7 @@ class Engine:
         """A new utterance; `pilots` replaces the live pilot scheduler (virtual-clock replay)."""
         return Session(self, pilots)
 
-    def understand_audio(self, utterance: AudioSource, chunk_s: float = 0.1) -> Transcript:
+    def transcribe(self, utterance: AudioSource, chunk_s: float = 0.1) -> Transcript:
         """Replay a whole utterance through a session in `chunk_s` pieces, as fast as possible."""
         samples = utterance if isinstance(utterance, np.ndarray) else load_audio(utterance)
         session = self.stream()

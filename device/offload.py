@@ -40,7 +40,7 @@ class OffloadFailed(Exception):
 class CloudClient(Protocol):
     name: str
 
-    def understand(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer: ...
+    def offload(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer: ...
 
 
 def encode_flac(audio: np.ndarray) -> bytes:
@@ -95,7 +95,7 @@ class HttpCloudClient:
             limits=httpx.Limits(max_keepalive_connections=4, keepalive_expiry=60),
         )
 
-    def understand(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer:
+    def offload(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer:
         body = encode_flac(audio)
         give_up = time.monotonic() + deadline_s
         attempt = 0
@@ -163,7 +163,7 @@ class AzureSpeechClient:
         )
         return recognizer.recognize_once_async().get()
 
-    def understand(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer:
+    def offload(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer:
         future = self._pool.submit(self._recognise, audio)
         try:
             result = future.result(timeout=deadline_s)

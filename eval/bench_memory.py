@@ -31,7 +31,7 @@ def _measure(model_dir: Path, audio_paths: list[Path], intent_path: Path | None)
         classifier = load_intent_model(intent_path)
     after_load = _peak_mb()
     for path in audio_paths:
-        text = engine.understand_audio(path).text
+        text = engine.transcribe(path).text
         if classifier is not None:
             classifier.predict([text or "-"])
     engine.close()

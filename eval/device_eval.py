@@ -40,7 +40,7 @@ def evaluate(
     if limit is not None:
         recordings = fixed_subset(recordings, limit)
     texts = [
-        engine.understand_audio(r.audio_path).text
+        engine.transcribe(r.audio_path).text
         for r in tqdm(recordings, desc=f"decode {split}", unit="utt", disable=not progress)
     ]
     engine.close()

@@ -31,7 +31,17 @@ from pasu.device.offload import (
 from pasu.embedded_cloud import EmbeddedCloud
 from pasu.offramp.features import OfframpFeatures
 from pasu.offramp.policy import Decision, Policy, load_policy
-from pasu.speech.intent import IntentParts
+from pasu.speech.intent import IntentParts, load_intent_model
+
+
+def device_intent_model(model_dir: Path, intent_path: Path | str | None = None):
+    """The device's intent classifier: `intent_path`, else the model's own, else the shared one
+    (`pasu.core.modeldir.intent_candidates`)."""
+    candidates = [Path(intent_path)] if intent_path else intent_candidates(model_dir)
+    for path in candidates:
+        if path.is_file():
+            return load_intent_model(path)
+    raise ConfigError(f"no intent classifier at {', '.join(map(str, candidates))}")
 
 
 @dataclass(frozen=True)
@@ -154,7 +164,7 @@ class Understander:
             self.cloud.preload()
         self.deadline_s = deadline_s
         self.hedge = hedge if hedge is not None else not isinstance(self.cloud, EmbeddedCloud)
-        self.intent_model = self._intent_model(model_dir, intent_path)
+        self.intent_model = device_intent_model(model_dir, intent_path)
         self._hedges = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pasu-hedge")
 
     @staticmethod
@@ -164,16 +174,6 @@ class Understander:
         if isinstance(cloud, str):
             return HttpCloudClient(cloud, api_key)
         return cloud
-
-    @staticmethod
-    def _intent_model(model_dir: Path, intent_path: Path | str | None):
-        from pasu.speech.intent import load_intent_model
-
-        candidates = [Path(intent_path)] if intent_path else intent_candidates(model_dir)
-        for path in candidates:
-            if path.is_file():
-                return load_intent_model(path)
-        raise ConfigError(f"no intent classifier at {', '.join(map(str, candidates))}")
 
     def stream(self) -> UnderstandingSession:
         return UnderstandingSession(self, self.engine.stream())
@@ -267,7 +267,7 @@ class Understander:
         if transcript is None and self.hedge:
             local = self._hedges.submit(self._timed_finish, session)
         try:
-            answer: CloudAnswer = self.cloud.understand(session.audio(), self.deadline_s)
+            answer: CloudAnswer = self.cloud.offload(session.audio(), self.deadline_s)
         except OffloadFailed as failure:
             clock.mark("cloud")
             if transcript is None and local is not None:

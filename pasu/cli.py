@@ -344,7 +344,9 @@ def cmd_offramp_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_eval_slurp(args: argparse.Namespace) -> int:
     from pasu.eval.reports import save_report
-    from pasu.eval.slurp_eval import format_report, run, write_plots, write_system_predictions
+    from pasu.eval.slurp_eval.plots import write_plots
+    from pasu.eval.slurp_eval.report import format_report, write_system_predictions
+    from pasu.eval.slurp_eval.running import run
 
     model = _existing(args.model, "device model directory")
     checkpoint = _existing(args.checkpoint, "torch checkpoint")

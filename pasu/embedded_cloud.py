@@ -20,7 +20,7 @@ class EmbeddedCloud:
     def __init__(self, model: str = "whisper-base", cpu_threads: int = 2):
         self.model = model
         self.cpu_threads = cpu_threads
-        self._understanding = None
+        self._pipeline = None
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-cloud")
         self._loading = None
@@ -35,18 +35,18 @@ class EmbeddedCloud:
     def _load(self):
         # imported here: the device path loads no cloud code until an utterance is offloaded
         from pasu.cloud.asr import WhisperOptions
-        from pasu.cloud.understanding import build_understanding
+        from pasu.cloud.pipeline import build_pipeline
 
-        if self._understanding is None:
-            self._understanding = build_understanding(
+        if self._pipeline is None:
+            self._pipeline = build_pipeline(
                 self.model, "text", options=WhisperOptions(cpu_threads=self.cpu_threads)
             )
-        return self._understanding
+        return self._pipeline
 
-    def understand(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer:
+    def offload(self, audio: np.ndarray, deadline_s: float) -> CloudAnswer:
         self.preload()
         self._loading.result()  # loading is set-up, not offload time: outside the deadline
-        future = self._pool.submit(lambda: self._understanding.understand(audio))
+        future = self._pool.submit(lambda: self._pipeline.run(audio))
         try:
             result = future.result(timeout=deadline_s)
         except FutureTimeout:

@@ -14,9 +14,9 @@ import pytest
 import soundfile as sf
 
 from pasu.cloud.app import create_app
-from pasu.cloud.asr import Transcript
+from pasu.cloud.asr import WhisperTranscript
+from pasu.cloud.pipeline import CloudPipeline
 from pasu.cloud.settings import ServiceSettings, check_no_auth_host, read_api_keys
-from pasu.cloud.understanding import CloudUnderstanding
 from pasu.core.errors import ConfigError
 from pasu.core.modeldir import TEXT_INTENT_JOBLIB
 from pasu.speech.intent import IntentPrediction
@@ -39,12 +39,12 @@ def whisper_server():
     from pasu.cloud.whisper_models import whisper_tiny_en
     from pasu.speech.intent import IntentClassifier
 
-    understanding = CloudUnderstanding(
+    pipeline = CloudPipeline(
         WhisperRecognizer(whisper_tiny_en(), WhisperOptions(cpu_threads=1, beam_size=2)),
         IntentClassifier.load(TEXT_INTENT_JOBLIB),
     )
     settings = ServiceSettings(api_keys=(KEY,), max_body_bytes=2_000_000, max_audio_seconds=20)
-    app = create_app(settings, understanding)
+    app = create_app(settings, pipeline)
     with serving(app) as url:
         yield url
 
@@ -179,9 +179,9 @@ class BlockingRecognizer:
     def __init__(self):
         self.release = threading.Event()
 
-    def transcribe(self, audio: np.ndarray) -> Transcript:
+    def transcribe(self, audio: np.ndarray) -> WhisperTranscript:
         self.release.wait(20)
-        return Transcript("hello there", audio.size / 16_000, -0.1, 0.0, 2.0)
+        return WhisperTranscript("hello there", audio.size / 16_000, -0.1, 0.0, 2.0)
 
 
 class FixedIntent:
@@ -199,7 +199,7 @@ def wait_until(condition, timeout_s: float = 10.0) -> None:
 def test_full_pool_answers_503_with_retry_after():
     recognizer = BlockingRecognizer()
     settings = ServiceSettings(require_auth=False, model_workers=1, max_queue=1)
-    app = create_app(settings, CloudUnderstanding(recognizer, FixedIntent()))
+    app = create_app(settings, CloudPipeline(recognizer, FixedIntent()))
     pool = app.state.pool
     body = MILK.read_bytes()
     with serving(app) as url, ThreadPoolExecutor(2) as clients:
@@ -219,7 +219,7 @@ def test_full_pool_answers_503_with_retry_after():
 def test_slow_request_times_out_with_504():
     recognizer = BlockingRecognizer()
     settings = ServiceSettings(require_auth=False, request_timeout_s=0.3)
-    app = create_app(settings, CloudUnderstanding(recognizer, FixedIntent()))
+    app = create_app(settings, CloudPipeline(recognizer, FixedIntent()))
     with serving(app) as url:
         response = post_audio(url, MILK.read_bytes(), key=None)
         recognizer.release.set()
@@ -257,16 +257,16 @@ def test_settings_round_trip_through_the_environment(monkeypatch):
 class SlowRecognizer:
     name = "slow"
 
-    def transcribe(self, audio: np.ndarray) -> Transcript:
+    def transcribe(self, audio: np.ndarray) -> WhisperTranscript:
         time.sleep(0.05)
-        return Transcript("hello there", audio.size / 16_000, -0.1, 0.0, 2.0)
+        return WhisperTranscript("hello there", audio.size / 16_000, -0.1, 0.0, 2.0)
 
 
 def test_load_benchmark_gets_an_answer_or_a_503_for_every_request():
     from pasu.eval.bench_cloud import drive, format_row
 
     settings = ServiceSettings(require_auth=False, model_workers=1, max_queue=1)
-    app = create_app(settings, CloudUnderstanding(SlowRecognizer(), FixedIntent()))
+    app = create_app(settings, CloudPipeline(SlowRecognizer(), FixedIntent()))
     with serving(app) as url:
         load = drive(url, None, [MILK.read_bytes()], clients=6, seconds=1.5, timeout_s=10)
     assert load["other"] == {}

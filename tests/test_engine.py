@@ -121,7 +121,7 @@ def test_long_audio_is_truncated_to_the_configured_maximum(tiny_model):
 def test_understand_audio_replays_a_file(engine, tmp_path):
     path = tmp_path / "clip.flac"
     sf.write(path, _audio(1.2), 16000)
-    result = engine.understand_audio(path)
+    result = engine.transcribe(path)
     assert result.audio_s == pytest.approx(1.2, abs=0.01) and isinstance(result.text, str)
 
 

@@ -19,9 +19,9 @@ from starlette.routing import Route
 
 from pasu.api import Understander
 from pasu.cloud.app import create_app
-from pasu.cloud.asr import Transcript
+from pasu.cloud.asr import WhisperTranscript
+from pasu.cloud.pipeline import CloudPipeline
 from pasu.cloud.settings import ServiceSettings
-from pasu.cloud.understanding import CloudUnderstanding
 from pasu.core.errors import ConfigError
 from pasu.device.offload import AzureSpeechClient, HttpCloudClient, OffloadFailed
 from pasu.models.intent import train_intent_classifier
@@ -57,10 +57,10 @@ class RecordingRecognizer:
         self.delay_s = delay_s
         self.heard: list[np.ndarray] = []
 
-    def transcribe(self, audio: np.ndarray) -> Transcript:
+    def transcribe(self, audio: np.ndarray) -> WhisperTranscript:
         time.sleep(self.delay_s)
         self.heard.append(audio)
-        return Transcript("wake me up at eight", audio.size / 16_000, -0.1, 0.0, 4.0)
+        return WhisperTranscript("wake me up at eight", audio.size / 16_000, -0.1, 0.0, 4.0)
 
 
 class FixedIntent:
@@ -70,7 +70,7 @@ class FixedIntent:
 
 def cloud_app(recognizer) -> object:
     settings = ServiceSettings(api_keys=(KEY,))
-    return create_app(settings, CloudUnderstanding(recognizer, FixedIntent()))
+    return create_app(settings, CloudPipeline(recognizer, FixedIntent()))
 
 
 def test_offloaded_utterance_is_answered_by_the_cloud(model_dir, speech):
@@ -188,7 +188,7 @@ def test_http_client_retries_a_refused_connection_once():
 
     client._http.post = counting_post
     with pytest.raises(OffloadFailed, match="unreachable"):
-        client.understand(np.zeros(16_000, np.float32), deadline_s=2.0)
+        client.offload(np.zeros(16_000, np.float32), deadline_s=2.0)
     assert len(attempts) == 2
 
 

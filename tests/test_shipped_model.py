@@ -21,7 +21,7 @@ from pasu.core.metrics import wer
 samples = Path(sys.argv[1])
 rows = [json.loads(line) for line in (samples / "samples.jsonl").read_text().splitlines()]
 engine = Engine(Path(sys.argv[2]), PLAIN)
-texts = [engine.understand_audio(samples / row["file"]).text for row in rows]
+texts = [engine.transcribe(samples / row["file"]).text for row in rows]
 print(json.dumps({
     "wer": wer([row["text"] for row in rows], texts),
     "clip_wers": [wer([row["text"]], [text]) for row, text in zip(rows, texts)],

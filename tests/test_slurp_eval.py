@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pasu.eval.slurp_eval import LINKS, format_report, run, write_plots, write_system_predictions
+from pasu.eval.slurp_eval.plots import write_plots
+from pasu.eval.slurp_eval.report import format_report, write_system_predictions
+from pasu.eval.slurp_eval.running import run
+from pasu.eval.slurp_eval.systems import LINKS
 from pasu.models.intent import train_intent_classifier
 from pasu.offramp.scores import perplexity
 from tests.conftest import WORDS, slurp_record, tiny_model_config
@@ -135,7 +138,7 @@ def test_links_have_sources():
 
 
 def test_the_shipped_threshold_offloads_what_scores_above_it(setup):
-    from pasu.eval.slurp_eval import evaluate
+    from pasu.eval.slurp_eval.systems import evaluate
 
     _, utterances = evaluate_small(setup)
     scores = np.array([perplexity(u.pilot or u.full) for u in utterances])
@@ -173,7 +176,7 @@ def test_device_runs_are_keyed_by_the_decoding_files_not_the_offramp(tmp_path):
 
 
 def _utterance(index: int, device_errors: int, cloud_errors: int, espnet_ms=None):
-    from pasu.eval.slurp_eval import Utterance
+    from pasu.eval.slurp_eval.systems import Utterance
 
     return Utterance(
         id=str(index),
@@ -200,7 +203,7 @@ def _utterance(index: int, device_errors: int, cloud_errors: int, espnet_ms=None
 
 
 def test_naive_share_is_the_line_from_device_to_cloud():
-    from pasu.eval.slurp_eval import naive_share
+    from pasu.eval.slurp_eval.targets import naive_share
 
     assert naive_share(0.5, 0.3, 0.4) == pytest.approx(0.5)
     assert naive_share(0.5, 0.3, 0.6) == 0.0
@@ -208,7 +211,7 @@ def test_naive_share_is_the_line_from_device_to_cloud():
 
 
 def test_least_share_offloads_the_most_doubtful_first_one_recording_at_a_time():
-    from pasu.eval.slurp_eval import least_share
+    from pasu.eval.slurp_eval.targets import least_share
 
     # 100 words; the device makes 20 errors, the cloud 5. Offloading recording 0 (score 9) saves
     # 8 errors, then recording 1 (score 5) saves 4; the rest save nothing.
@@ -225,7 +228,7 @@ def test_least_share_offloads_the_most_doubtful_first_one_recording_at_a_time():
 
 
 def test_paper_targets_say_met_only_when_the_numbers_meet_them():
-    from pasu.eval.slurp_eval import paper_targets
+    from pasu.eval.slurp_eval.targets import paper_targets
     from pasu.offramp.features import OfframpFeatures
 
     # A quarter of the recordings hold all the device's errors, and perplexity (of the full

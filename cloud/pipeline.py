@@ -42,7 +42,7 @@ class CloudResult(IntentParts):
         return body
 
 
-class CloudUnderstanding:
+class CloudPipeline:
     """Speech recogniser plus intent classifier."""
 
     def __init__(self, recognizer: SpeechRecognizer, intent_model: IntentModel):
@@ -56,7 +56,7 @@ class CloudUnderstanding:
         self.recognizer.transcribe(noise)
         self.intent_model.predict(["hello"])
 
-    def understand(self, audio: np.ndarray) -> CloudResult:
+    def run(self, audio: np.ndarray) -> CloudResult:
         started = time.perf_counter()
         transcript = self.recognizer.transcribe(audio)
         recognised = time.perf_counter()
@@ -81,25 +81,23 @@ class CloudUnderstanding:
         )
 
 
-def load_intent_model(kind: str, path: Path | None = None) -> IntentModel:
-    """`minilm` (the stronger cloud classifier) or `text` (the device's TF-IDF classifier)."""
-    if kind == "minilm":
-        from pasu.cloud.intent import EmbeddingIntentClassifier
+def intent_model_of_kind(kind: str, path: Path | None = None) -> IntentModel:
+    """`minilm` (the stronger cloud classifier) or `text` (the device's TF-IDF classifier),
+    from `path` or the shipped file of that kind."""
+    from pasu.cloud.intent import load_intent_file
 
-        return EmbeddingIntentClassifier.load(path or CLOUD_INTENT_PATH)
-    if kind == "text":
-        from pasu.speech.intent import IntentClassifier
-
-        return IntentClassifier.load(path or TEXT_INTENT_JOBLIB)
-    raise ConfigError(f"unknown intent model {kind!r}; expected 'minilm' or 'text'")
+    shipped = {"minilm": CLOUD_INTENT_PATH, "text": TEXT_INTENT_JOBLIB}
+    if kind not in shipped:
+        raise ConfigError(f"unknown intent model {kind!r}; expected 'minilm' or 'text'")
+    return load_intent_file(path or shipped[kind])
 
 
-def build_understanding(
+def build_pipeline(
     model: str = "whisper-base",
     intent: str = "minilm",
     intent_path: Path | None = None,
     options: WhisperOptions | None = None,
-) -> CloudUnderstanding:
+) -> CloudPipeline:
     """The default cloud pipeline, or a variant of it."""
-    intent_model = load_intent_model(intent, intent_path)  # fail fast, before loading Whisper
-    return CloudUnderstanding(WhisperRecognizer(resolve_checkpoint(model), options), intent_model)
+    intent_model = intent_model_of_kind(intent, intent_path)  # fail fast, before loading Whisper
+    return CloudPipeline(WhisperRecognizer(resolve_checkpoint(model), options), intent_model)
