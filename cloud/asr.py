@@ -17,8 +17,8 @@ from typing import Protocol
 import numpy as np
 from faster_whisper.transcribe import get_compression_ratio
 
-from pasu.cloud.whisper_models import WhisperCheckpoint
 from pasu.core.audio import SAMPLE_RATE_HZ
+from pasu.speech.whisper_checkpoints import WhisperCheckpoint
 
 FULL_WINDOW_S = 30.0
 FRAMES_PER_SECOND = 100  # Whisper's mel hop is 10 ms

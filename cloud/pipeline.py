@@ -12,10 +12,10 @@ from typing import Protocol
 import numpy as np
 
 from pasu.cloud.asr import SpeechRecognizer, WhisperOptions, WhisperRecognizer
-from pasu.cloud.whisper_models import resolve_checkpoint
 from pasu.core.errors import ConfigError
 from pasu.core.modeldir import CLOUD_INTENT_PATH, TEXT_INTENT_JOBLIB
 from pasu.speech.intent import IntentParts, IntentPrediction
+from pasu.speech.whisper_checkpoints import resolve_checkpoint
 
 
 class IntentModel(Protocol):

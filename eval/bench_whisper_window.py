@@ -16,11 +16,11 @@ import numpy as np
 from tqdm import tqdm
 
 from pasu.cloud.asr import WhisperOptions, WhisperRecognizer
-from pasu.cloud.whisper_models import resolve_checkpoint
 from pasu.core.audio import load_audio
 from pasu.core.metrics import latency_percentiles, wer_by_condition
 from pasu.core.slurp import fixed_subset, load_recordings
 from pasu.eval.reports import pct, save_report
+from pasu.speech.whisper_checkpoints import resolve_checkpoint
 
 WER_TOLERANCE = 0.005
 

@@ -149,7 +149,7 @@ def cloud_runs(
     threads: int = 2,
 ) -> list[dict]:
     from pasu.cloud.asr import WhisperOptions, WhisperRecognizer
-    from pasu.cloud.whisper_models import resolve_checkpoint
+    from pasu.speech.whisper_checkpoints import resolve_checkpoint
 
     # cached by (model, audio hash), whatever split or subset asks
     path = cache_dir() / "runs-cache" / f"cloud-{fingerprint(model, 'padded')}.jsonl"

