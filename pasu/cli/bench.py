@@ -4,12 +4,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from pasu.cli.common import SAMPLES, SHIPPED_MODEL_HELP, existing_path, positive_int
+from pasu.cli.common import SAMPLES, SHIPPED_MODEL_HELP, Commands, existing_path, positive_int
 from pasu.core.errors import PasuError
-from pasu.core.modeldir import (
-    DEFAULT_MODEL_DIR,
-    TEXT_INTENT_NPZ,
-)
+from pasu.core.modeldir import DEFAULT_MODEL_DIR, TEXT_INTENT_NPZ
 from pasu.core.paths import slurp_tts_dir
 
 
@@ -96,7 +93,7 @@ def cmd_bench_cloud(args: argparse.Namespace) -> int:
     return 0 if summary_ok(report) else 1
 
 
-def _add_decoders(bench_commands) -> None:
+def _add_decoders(bench_commands: Commands) -> None:
     decoders = bench_commands.add_parser(
         "decoders", help="our device decoder vs ESPnet's BatchBeamSearch, same weights"
     )
@@ -111,7 +108,7 @@ def _add_decoders(bench_commands) -> None:
     decoders.set_defaults(handler=cmd_bench_decoders)
 
 
-def _add_device(bench_commands) -> None:
+def _add_device(bench_commands: Commands) -> None:
     device = bench_commands.add_parser(
         "device", help="ESPnet baseline vs our runtime with each PASU optimisation (Figure 5)"
     )
@@ -126,7 +123,27 @@ def _add_device(bench_commands) -> None:
     device.set_defaults(handler=cmd_bench_device)
 
 
-def _add_memory_window_and_cloud(bench_commands) -> None:
+def cmd_bench_real_speech(args: argparse.Namespace) -> int:
+    from pasu.eval.bench_real_speech import SYSTEMS, run, write_report
+
+    unknown = [n for n in args.system if n not in SYSTEMS]
+    if unknown:
+        raise PasuError(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
+    report = run(args.system or None)
+    print(write_report(report, Path(args.json) if args.json else None))
+    return 0
+
+
+def _add_real_speech(bench_commands: Commands) -> None:
+    real = bench_commands.add_parser(
+        "real-speech", help="WER on real human recordings (data/real-speech), every system"
+    )
+    real.add_argument("--system", action="append", default=[], help="only these rows")
+    real.add_argument("--json", help="write the report (JSON + Markdown table) here")
+    real.set_defaults(handler=cmd_bench_real_speech)
+
+
+def _add_memory_window_and_cloud(bench_commands: Commands) -> None:
     memory = bench_commands.add_parser("memory", help="peak RSS of the device runtime")
     memory.add_argument("--model", default=str(DEFAULT_MODEL_DIR), help=SHIPPED_MODEL_HELP)
     memory.add_argument("--data", default=str(slurp_tts_dir()))
@@ -166,9 +183,10 @@ def _add_memory_window_and_cloud(bench_commands) -> None:
     load.set_defaults(handler=cmd_bench_cloud)
 
 
-def add_commands(commands) -> None:
+def add_commands(commands: Commands) -> None:
     bench = commands.add_parser("bench", help="benchmarks")
     bench_commands = bench.add_subparsers(dest="bench_command", required=True)
     _add_decoders(bench_commands)
     _add_device(bench_commands)
     _add_memory_window_and_cloud(bench_commands)
+    _add_real_speech(bench_commands)

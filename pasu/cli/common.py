@@ -7,6 +7,8 @@ from pasu.core.errors import PasuError
 from pasu.core.paths import REPO_ROOT
 
 SAMPLES = REPO_ROOT / "samples"
+# What `add_subparsers` returns: each command group adds its sub-commands to it.
+Commands = argparse._SubParsersAction
 
 SHIPPED_MODEL_HELP = "device model directory (default: the shipped models/pretrained/pasu-base)"
 

@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from pasu.cli.common import positive_int
+from pasu.cli.common import Commands, positive_int
 from pasu.core.paths import slurp_tts_dir
 
 
@@ -61,7 +61,7 @@ def cmd_data_voices(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands) -> None:
+def add_commands(commands: Commands) -> None:
     data = commands.add_parser("data", help="SLURP data and the SLURP-TTS speech corpus")
     data_commands = data.add_subparsers(dest="data_command", required=True)
 

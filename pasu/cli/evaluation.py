@@ -3,10 +3,8 @@
 import argparse
 from pathlib import Path
 
-from pasu.cli.common import SHIPPED_MODEL_HELP, existing_path, positive_int
-from pasu.core.modeldir import (
-    DEFAULT_MODEL_DIR,
-)
+from pasu.cli.common import SHIPPED_MODEL_HELP, Commands, existing_path, positive_int
+from pasu.core.modeldir import DEFAULT_MODEL_DIR
 from pasu.core.paths import slurp_tts_dir
 
 
@@ -30,7 +28,7 @@ def cmd_eval_slurp(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands) -> None:
+def add_commands(commands: Commands) -> None:
     evaluation = commands.add_parser("eval", help="evaluations")
     eval_commands = evaluation.add_subparsers(dest="eval_command", required=True)
     slurp = eval_commands.add_parser(

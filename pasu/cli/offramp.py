@@ -4,7 +4,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pasu.cli.common import positive_int
+from pasu.cli.common import Commands, positive_int
 from pasu.core.paths import slurp_tts_dir
 
 
@@ -48,7 +48,7 @@ def cmd_offramp_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands) -> None:
+def add_commands(commands: Commands) -> None:
     offramp = commands.add_parser("offramp", help="train and calibrate the offload decision")
     offramp_commands = offramp.add_subparsers(dest="offramp_command", required=True)
     for name, handler, text in (

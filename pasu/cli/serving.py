@@ -2,7 +2,7 @@
 
 import argparse
 
-from pasu.cli.common import positive_int
+from pasu.cli.common import Commands, positive_int
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -47,7 +47,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands) -> None:
+def add_commands(commands: Commands) -> None:
     serve = commands.add_parser("serve", help="run the cloud HTTP service")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)

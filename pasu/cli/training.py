@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pasu.cli.common import existing_path, positive_int
+from pasu.cli.common import Commands, existing_path, positive_int
 from pasu.core.errors import ConfigError, PasuError
 from pasu.core.modeldir import (
     CARD_MARKDOWN_FILE,
@@ -179,7 +179,7 @@ def cmd_model_card(args: argparse.Namespace) -> int:
     return 0 if card else 1
 
 
-def add_training_commands(commands) -> None:
+def add_training_commands(commands: Commands) -> None:
     train = commands.add_parser(
         "train", help="train the device model on SLURP-TTS (resumes a stopped run)"
     )
@@ -243,7 +243,7 @@ def add_training_commands(commands) -> None:
     cloud_intent.set_defaults(handler=cmd_train_cloud_intent)
 
 
-def _add_pack_and_export(commands) -> None:
+def _add_pack_and_export(commands: Commands) -> None:
     pack = commands.add_parser(
         "pack", help="pack a run's train features small enough to carry to a lent GPU"
     )
@@ -270,7 +270,7 @@ def _add_pack_and_export(commands) -> None:
     export.set_defaults(handler=cmd_export)
 
 
-def add_export_commands(commands) -> None:
+def add_export_commands(commands: Commands) -> None:
     _add_pack_and_export(commands)
 
     card = commands.add_parser("model-card", help="measure a device model and write its card")

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from pasu.cli.common import existing_path
+from pasu.cli.common import Commands, existing_path
 from pasu.core.errors import PasuError
 
 
@@ -50,7 +50,7 @@ def _understanding_table(results) -> str:
     return "\n".join(lines)
 
 
-def add_commands(commands) -> None:
+def add_commands(commands: Commands) -> None:
     understand = commands.add_parser(
         "understand", help="understand audio files: transcript, intent, route, latency"
     )
