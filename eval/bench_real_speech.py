@@ -10,7 +10,8 @@ Systems:
   reference the device model v2 is measured against);
 - `whisper-tiny.en-torch-padded` / `-unpadded`: the same weights in our torch Whisper
   (`pasu.models.whisper`), greedy, on features padded to 30 s, or on the clip plus 1 s of
-  silence; token cap 4 tokens a second + 10 (unpadded Whisper often never ends its text).
+  silence; token cap 4 tokens a second + 10 (unpadded Whisper often never ends its text), and
+  with `+repetition-stop` the text ends where it starts looping (`pasu.speech.stopping`).
 """
 
 import json
@@ -51,11 +52,12 @@ def _faster_whisper() -> Recognizer:
     return lambda audio: recognizer.transcribe(audio).text
 
 
-def _torch_whisper(padded: bool) -> Recognizer:
+def _torch_whisper(padded: bool, repetition_stop: bool = False) -> Recognizer:
     import torch
 
     from pasu.models.whisper import whisper_from_ct2
     from pasu.speech.ct2_weights import read_ct2_model
+    from pasu.speech.stopping import token_budget
     from pasu.speech.whisper_checkpoints import whisper_tiny_en
     from pasu.speech.whisper_frontend import whisper_log_mel
     from pasu.speech.whisper_tokens import WhisperTokenText
@@ -67,8 +69,9 @@ def _torch_whisper(padded: bool) -> Recognizer:
         pad_s = 30.0 - len(audio) / SAMPLE_RATE_HZ if padded else 1.0
         samples = np.pad(audio, (0, max(int(pad_s * SAMPLE_RATE_HZ), 0)))
         mel = torch.from_numpy(whisper_log_mel(samples).T[None, :, :3000].copy())
-        cap = int(4 * len(audio) / SAMPLE_RATE_HZ) + 10
-        tokens = model.greedy(mel, [START_OF_TRANSCRIPT, NO_TIMESTAMPS], END_OF_TEXT, cap)
+        cap = token_budget(len(audio) / SAMPLE_RATE_HZ)
+        prompt = [START_OF_TRANSCRIPT, NO_TIMESTAMPS]
+        tokens = model.greedy(mel, prompt, END_OF_TEXT, cap, repetition_stop)
         return text_of(tokens)
 
     return recognize
@@ -79,6 +82,7 @@ SYSTEMS: dict[str, Callable[[], Recognizer]] = {
     "whisper-tiny.en-ct2": _faster_whisper,
     "whisper-tiny.en-torch-padded": lambda: _torch_whisper(padded=True),
     "whisper-tiny.en-torch-unpadded": lambda: _torch_whisper(padded=False),
+    "whisper-tiny.en-torch-unpadded+repetition-stop": lambda: _torch_whisper(False, True),
 }
 
 

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from pasu.speech.ct2_weights import Ct2Checkpoint
+from pasu.speech.stopping import repeated_tail
 
 
 @dataclass(frozen=True)
@@ -126,16 +127,27 @@ class Whisper(nn.Module):
         return self.decoder(tokens, self.encoder(mel))
 
     @torch.no_grad()
-    def greedy(self, mel: torch.Tensor, prompt: list[int], end: int, max_tokens: int) -> list:
-        """Greedy decoding of one utterance after `prompt`, up to `end` or `max_tokens`."""
+    def greedy(
+        self,
+        mel: torch.Tensor,
+        prompt: list[int],
+        end: int,
+        max_tokens: int,
+        repetition_stop: bool = False,
+    ) -> list:
+        """Greedy decoding of one utterance after `prompt`, up to `end` or `max_tokens`; with
+        `repetition_stop`, also where the text starts looping (`pasu.speech.stopping`)."""
         audio = self.encoder(mel)
-        tokens = list(prompt)
-        while len(tokens) - len(prompt) < max_tokens:
-            logits = self.decoder(torch.tensor([tokens]), audio)[0, -1]
+        tokens: list[int] = []
+        while len(tokens) < max_tokens:
+            logits = self.decoder(torch.tensor([[*prompt, *tokens]]), audio)[0, -1]
             tokens.append(int(logits.argmax()))
             if tokens[-1] == end:
                 break
-        return tokens[len(prompt) :]
+            keep = repeated_tail(tokens) if repetition_stop else None
+            if keep is not None:
+                return tokens[:keep]
+        return tokens
 
 
 def dims_of(checkpoint: Ct2Checkpoint, n_mels: int = 80) -> WhisperDims:
