@@ -134,10 +134,11 @@ class Whisper(nn.Module):
         end: int,
         max_tokens: int,
         repetition_stop: bool = False,
+        encoder_masks: list | None = None,
     ) -> list:
         """Greedy decoding of one utterance after `prompt`, up to `end` or `max_tokens`; with
         `repetition_stop`, also where the text starts looping (`pasu.speech.stopping`)."""
-        audio = self.encoder(mel)
+        audio = self.encoder(mel, encoder_masks)
         tokens: list[int] = []
         while len(tokens) < max_tokens:
             logits = self.decoder(torch.tensor([[*prompt, *tokens]]), audio)[0, -1]
@@ -148,6 +149,21 @@ class Whisper(nn.Module):
             if keep is not None:
                 return tokens[:keep]
         return tokens
+
+
+def chunk_causal_mask(frames: int, chunk_frames: int) -> torch.Tensor:
+    """(frames, frames) additive mask: a frame sees every frame of its own chunk and of the
+    chunks before it, none after (what can run while the user is still speaking)."""
+    chunk = torch.arange(frames) // chunk_frames
+    return torch.zeros(frames, frames).masked_fill(chunk[None, :] > chunk[:, None], float("-inf"))
+
+
+def late_context_masks(
+    frames: int, n_layers: int, streaming_layers: int, chunk_frames: int
+) -> list[torch.Tensor | None]:
+    """Per encoder block: chunk-causal for the first `streaming_layers`, full attention above."""
+    causal = chunk_causal_mask(frames, chunk_frames)
+    return [causal if i < streaming_layers else None for i in range(n_layers)]
 
 
 def dims_of(checkpoint: Ct2Checkpoint, n_mels: int = 80) -> WhisperDims:

@@ -7,7 +7,10 @@ text at the first copy of a block the decoder keeps repeating.
 from collections.abc import Sequence
 
 MAX_BLOCK_TOKENS = 12  # the longest repeated phrase looked for
-REPEATS_TO_STOP = 3  # a block seen this many times in a row is a loop, not speech
+# A block seen this many times in a row is a loop, not speech: three times for a word or two
+# ("five five" is a command), twice for a phrase of LONG_BLOCK_TOKENS or more.
+REPEATS_TO_STOP = 3
+LONG_BLOCK_TOKENS = 4
 
 
 def token_budget(audio_s: float, tokens_per_s: float = 4.0, slack: int = 10) -> int:
@@ -15,10 +18,12 @@ def token_budget(audio_s: float, tokens_per_s: float = 4.0, slack: int = 10) -> 
     return int(tokens_per_s * audio_s) + slack
 
 
-def repeated_tail(tokens: Sequence[int], repeats: int = REPEATS_TO_STOP) -> int | None:
-    """If `tokens` ends with one block of 1 to MAX_BLOCK_TOKENS tokens repeated `repeats` times
-    in a row, the length to keep (up to the end of its first copy); else None."""
+def repeated_tail(tokens: Sequence[int]) -> int | None:
+    """If `tokens` ends with a block of 1 to MAX_BLOCK_TOKENS tokens repeated in a row (3 times,
+    or twice for a long block), the length to keep (up to the end of its first copy); else
+    None."""
     for block in range(1, MAX_BLOCK_TOKENS + 1):
+        repeats = 2 if block >= LONG_BLOCK_TOKENS else REPEATS_TO_STOP
         span = block * repeats
         if len(tokens) < span:
             break
