@@ -10,8 +10,6 @@ A classifier is a device `.joblib`/`.npz` or the cloud's MiniLM `.npz`.
 
 import argparse
 import json
-import shlex
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ import numpy as np
 from pasu.core.errors import DataError
 from pasu.core.paths import slurp_tts_dir
 from pasu.core.slurp import iter_recordings, load_sentences
-from pasu.eval.reports import save_report
+from pasu.eval.reports import module_command, save_report
 
 
 def transcript_sets(name: str, path: Path, data_dir: Path) -> dict[str, tuple[list, list]]:
@@ -101,9 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(set(names)) < len(names) or {"texts", "count"} & set(names):
         parser.error(f"classifier names must be distinct and not 'texts' or 'count': {names}")
     report = run(dict(args.classifier), dict(args.transcripts), Path(args.data))
-    command = "python -m pasu.eval.bench_intent " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = module_command(__spec__.name, argv)
     print(
         save_report(report, format_report(report), Path(args.json) if args.json else None, command)
     )

@@ -9,8 +9,6 @@ subset of a SLURP-TTS split, close-talk and far-field apart. Choose on devel.
 """
 
 import argparse
-import shlex
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,7 @@ from pasu.core.metrics import wer
 from pasu.core.paths import slurp_tts_dir
 from pasu.core.slurp import fixed_subset, load_recordings
 from pasu.eval.bench_real_speech import load_real_speech
-from pasu.eval.reports import machine, save_report
+from pasu.eval.reports import machine, module_command, save_report
 from pasu.models.whisper import Whisper, late_context_masks, whisper_from_ct2
 from pasu.speech.ct2_weights import read_ct2_model
 from pasu.speech.stopping import token_budget
@@ -107,9 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     report = run(Path(args.data), args.split, args.limit)
-    command = "python -m pasu.eval.bench_whisper_streaming " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = module_command(__spec__.name, argv)
     print(
         save_report(report, format_report(report), Path(args.json) if args.json else None, command)
     )

@@ -23,6 +23,11 @@ def command_line() -> str:
     return "pasu " + shlex.join(sys.argv[1:])
 
 
+def module_command(module: str, argv: list[str] | None) -> str:
+    """The command line of a `python -m` tool: its arguments, or this process's."""
+    return f"python -m {module} " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+
 def machine() -> str:
     """The machine a result was measured on: architecture, cores and CPU model."""
     cpu = "unknown CPU"

@@ -11,8 +11,6 @@ moved the timings. Both runs come from the run cache (a missing one is run first
 """
 
 import argparse
-import shlex
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from pasu.core.modeldir import DEFAULT_MODEL_DIR
 from pasu.core.paths import slurp_tts_dir
 from pasu.device.engine import EngineConfig
 from pasu.eval.corpus_runs import baseline_runs, device_runs
-from pasu.eval.reports import save_report
+from pasu.eval.reports import module_command, save_report
 
 
 def _compare(name: str, whole: list[dict], quiet: list[dict], text_key: str, ms) -> dict:
@@ -103,9 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         args.split,
         args.limit,
     )
-    command = "python -m pasu.eval.timing_check " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = module_command(__spec__.name, argv)
     json_path = Path(args.json) if args.json else None
     print(save_report(report, format_report(report), json_path, command))
 

@@ -13,8 +13,6 @@ below 1 moves formants down (a longer vocal tract).
 """
 
 import argparse
-import shlex
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from pasu.core.metrics import wer
 from pasu.core.modeldir import CMVN_FILE, DEFAULT_MODEL_DIR, TOKENIZER_FILE, is_model_dir
 from pasu.core.paths import slurp_tts_dir
 from pasu.core.slurp import Recording, load_recordings
-from pasu.eval.reports import machine, save_report
+from pasu.eval.reports import machine, module_command, save_report
 from pasu.models.augment import source_positions, warp_bands
 from pasu.models.checkpoints import load_checkpoint_model
 from pasu.models.loop import greedy_ctc_texts
@@ -199,9 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         [float(w) for w in args.warps.split(",")],
         args.sweep_split,
     )
-    command = "python -m pasu.eval.voice_sensitivity " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
+    command = module_command(__spec__.name, argv)
     print(
         save_report(report, format_report(report), Path(args.json) if args.json else None, command)
     )
