@@ -27,7 +27,6 @@ from pasu.core.paths import REPO_ROOT
 from pasu.eval.reports import machine, save_report
 
 REAL_SPEECH_DIR = REPO_ROOT / "data" / "real-speech"
-START_OF_TRANSCRIPT, NO_TIMESTAMPS, END_OF_TEXT = 50257, 50362, 50256
 Recognizer = Callable[[np.ndarray], str]
 
 
@@ -60,7 +59,7 @@ def _torch_whisper(padded: bool, repetition_stop: bool = False) -> Recognizer:
     from pasu.speech.stopping import token_budget
     from pasu.speech.whisper_checkpoints import whisper_tiny_en
     from pasu.speech.whisper_frontend import whisper_log_mel
-    from pasu.speech.whisper_tokens import WhisperTokenText
+    from pasu.speech.whisper_tokens import END_OF_TEXT, TRANSCRIBE_PROMPT, WhisperTokenText
 
     model = whisper_from_ct2(read_ct2_model(whisper_tiny_en().path))
     text_of = WhisperTokenText.load(whisper_tiny_en().path)
@@ -70,8 +69,7 @@ def _torch_whisper(padded: bool, repetition_stop: bool = False) -> Recognizer:
         samples = np.pad(audio, (0, max(int(pad_s * SAMPLE_RATE_HZ), 0)))
         mel = torch.from_numpy(whisper_log_mel(samples).T[None, :, :3000].copy())
         cap = token_budget(len(audio) / SAMPLE_RATE_HZ)
-        prompt = [START_OF_TRANSCRIPT, NO_TIMESTAMPS]
-        tokens = model.greedy(mel, prompt, END_OF_TEXT, cap, repetition_stop)
+        tokens = model.greedy(mel, TRANSCRIBE_PROMPT, END_OF_TEXT, cap, repetition_stop)
         return text_of(tokens)
 
     return recognize

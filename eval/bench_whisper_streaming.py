@@ -26,9 +26,8 @@ from pasu.speech.ct2_weights import read_ct2_model
 from pasu.speech.stopping import token_budget
 from pasu.speech.whisper_checkpoints import whisper_tiny_en
 from pasu.speech.whisper_frontend import whisper_log_mel
-from pasu.speech.whisper_tokens import WhisperTokenText
+from pasu.speech.whisper_tokens import END_OF_TEXT, TRANSCRIBE_PROMPT, WhisperTokenText
 
-PROMPT, END_OF_TEXT = [50257, 50362], 50256
 ENCODER_FRAMES_PER_S = 50
 # (streaming blocks, chunk seconds): 0 = the whole encoder with full attention.
 VARIANTS = [(0, 1.0), (1, 1.0), (2, 0.5), (2, 1.0), (2, 2.0), (3, 1.0), (4, 1.0)]
@@ -45,7 +44,9 @@ def transcribe(model: Whisper, text_of, audio: np.ndarray, streaming: int, chunk
     layers = model.dims.n_encoder_layers
     masks = late_context_masks(frames, layers, streaming, int(chunk_s * ENCODER_FRAMES_PER_S))
     cap = token_budget(len(audio) / SAMPLE_RATE_HZ)
-    tokens = model.greedy(mel, PROMPT, END_OF_TEXT, cap, repetition_stop=True, encoder_masks=masks)
+    tokens = model.greedy(
+        mel, TRANSCRIBE_PROMPT, END_OF_TEXT, cap, repetition_stop=True, encoder_masks=masks
+    )
     return text_of(tokens)
 
 

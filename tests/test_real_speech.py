@@ -3,7 +3,7 @@ import pytest
 
 from pasu.eval.bench_real_speech import format_report, load_real_speech, run
 from pasu.speech.whisper_checkpoints import whisper_tiny_en
-from pasu.speech.whisper_tokens import WhisperTokenText
+from pasu.speech.whisper_tokens import END_OF_TEXT, TRANSCRIBE_PROMPT, WhisperTokenText
 
 
 def test_the_real_speech_set_is_complete():
@@ -31,4 +31,4 @@ def test_whisper_token_text_matches_the_tokenizer():
     for text in ("Hello, world! It's 8:30 p.m.", "café naïve — 25% of “quotes”", "日本語"):
         ids = reference.encode(text).ids
         assert text_of(ids) == reference.decode(ids).strip() == text
-    assert text_of([50257, 50362, *reference.encode(" go").ids, 50256]) == "go"
+    assert text_of([*TRANSCRIBE_PROMPT, *reference.encode(" go").ids, END_OF_TEXT]) == "go"

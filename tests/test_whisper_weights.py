@@ -68,8 +68,8 @@ def test_torch_whisper_tiny_en_matches_ctranslate2(tmp_path):
     from pasu.core.paths import REPO_ROOT
     from pasu.models.whisper import whisper_from_ct2
     from pasu.speech.whisper_checkpoints import whisper_tiny_en
+    from pasu.speech.whisper_tokens import END_OF_TEXT, TRANSCRIBE_PROMPT
 
-    start_of_transcript, no_timestamps, end_of_text = 50257, 50362, 50256
     path = whisper_tiny_en().path
     ours = whisper_from_ct2(read_ct2_model(path))
     theirs = ctranslate2.models.Whisper(str(path), device="cpu", compute_type="float32")
@@ -81,8 +81,8 @@ def test_torch_whisper_tiny_en_matches_ctranslate2(tmp_path):
         with torch.no_grad():
             encoded = ours.encoder(torch.from_numpy(mel)).numpy()
         np.testing.assert_allclose(encoded, np.array(theirs.encode(view, to_cpu=True)), atol=5e-3)
-        prompt = [start_of_transcript, no_timestamps]
+        prompt = TRANSCRIBE_PROMPT
         options = {"beam_size": 1, "suppress_blank": False, "suppress_tokens": [], "max_length": 60}
         expected = theirs.generate(view, [prompt], **options)[0].sequences_ids[0]
-        tokens = ours.greedy(torch.from_numpy(mel), prompt, end_of_text, max_tokens=60)
-        assert tokens == [*expected, end_of_text]
+        tokens = ours.greedy(torch.from_numpy(mel), prompt, END_OF_TEXT, max_tokens=60)
+        assert tokens == [*expected, END_OF_TEXT]

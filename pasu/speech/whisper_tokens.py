@@ -13,7 +13,12 @@ import numpy as np
 
 from pasu.core.errors import ConfigError
 
+# Whisper tiny.en's special tokens (English-only vocabulary of 51,864).
 END_OF_TEXT = 50256
+START_OF_TRANSCRIPT = 50257
+NO_TIMESTAMPS = 50362
+# What a transcription without timestamps starts from.
+TRANSCRIBE_PROMPT = [START_OF_TRANSCRIPT, NO_TIMESTAMPS]
 
 
 def _byte_stand_ins() -> dict[str, int]:
